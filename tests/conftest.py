@@ -1,0 +1,1 @@
+"""Fixtures shared by every test folder (none yet; markers are registered in setup.cfg)."""
