@@ -1,0 +1,23 @@
+"""The CRC-32 of Kafka 0.7 messages (IEEE 802.3, as Java's ``java.util.zip.CRC32``).
+
+crcmod is the project's declared CRC library and its C extension is required: without a
+compiler it silently falls back to pure Python at ~25 us per 200-byte message, which would make
+validation the bottleneck of the broker. ``zlib.crc32`` computes the identical function and
+measured about 4x faster here (0.12 vs 0.57 us per 200-byte call, ``python -m bench crc``), so
+the hot paths use it; tests check that both agree.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import crcmod.predefined
+from crcmod.crcmod import _usingExtension
+
+if not _usingExtension:  # an ImportError, not an assert: asserts vanish under python -O
+    raise ImportError("crcmod was built without its C extension; reinstall it with a C compiler present")
+
+crcmod_crc32 = crcmod.predefined.mkCrcFun("crc-32")
+
+# The function every codec uses. Returns the unsigned CRC (Python 3's zlib already does).
+crc32 = zlib.crc32
