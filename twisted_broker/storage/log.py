@@ -1,0 +1,299 @@
+"""A partition's log: its segments, append with roll and flush policy, reads and offsets.
+
+Offsets are byte positions in the partition (spec 4.2). The segment list is kept sorted by
+start; a read binary-searches it (spec 4.3). Appends go to the newest segment, which rolls when
+it has grown past ``file_size`` or was first written more than ``roll_ms`` ago (0.7.2 checks
+before each append, so a segment overshoots by up to one message set). Appended bytes become
+visible to reads and to offsets requests only when a flush (fsync) makes them durable: after
+``flush_interval_messages`` messages, or when the broker's timer finds the last flush older
+than ``flush_interval_ms``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from bisect import bisect_right
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from twisted_broker.errors import LogWriteError, OffsetOutOfRange
+from twisted_broker.storage.flusher import FlushJob, Flusher, InlineFlusher
+from twisted_broker.storage.segment import FileRegion, Segment, parse_segment_file_name
+from twisted_broker.wire.message_set import ValidatedMessageSet
+
+log = logging.getLogger(__name__)
+
+LATEST_TIME = -1
+EARLIEST_TIME = -2
+
+
+@dataclass(frozen=True, slots=True)
+class LogPolicy:
+    """The per-topic settings of one log (0.7's global keys with their per-topic maps applied)."""
+
+    file_size: int = 1024 * 1024 * 1024  # log.file.size
+    roll_ms: int = 168 * 3600 * 1000  # log.roll.hours
+    flush_interval_messages: int = 500  # log.flush.interval
+    flush_interval_ms: int = 3000  # log.default.flush.interval.ms / topic.flush.intervals.ms
+    retention_ms: int = 168 * 3600 * 1000  # log.retention.hours
+    retention_bytes: int = -1  # log.retention.size; -1 = no size limit
+
+
+class Log:
+    """The log of one topic-partition. Used from one thread; raises LogWriteError on disk errors."""
+
+    def __init__(self, directory: str, topic: str, partition: int, segments: list[Segment], *,
+                 policy: LogPolicy, now: Callable[[], float], flusher: Flusher | None = None) -> None:
+        self.directory, self.topic, self.partition = directory, topic, partition
+        self.policy = policy
+        self._now = now
+        self._flusher = flusher or InlineFlusher()
+        self._pending: deque[tuple[Segment, FlushJob]] = deque()
+        self._segments = segments
+        self._starts = [segment.start for segment in segments]
+        self.unflushed_messages = 0
+        self.last_flush_time = now()
+        self.messages_appended = 0
+        self.flush_count = 0
+        # Set when the disk failed in a way that leaves the newest segment in doubt (a failed
+        # fsync, or a failed write that could not be cut back): the log then refuses writes.
+        self.write_error: LogWriteError | None = None
+
+    # -- reading -------------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+    @property
+    def segments(self) -> tuple[Segment, ...]:
+        return tuple(self._segments)
+
+    @property
+    def first_offset(self) -> int:
+        return self._segments[0].start
+
+    @property
+    def end_offset(self) -> int:
+        """The offset just past the flushed data: where a caught-up consumer fetches."""
+        return self._segments[-1].end
+
+    @property
+    def size(self) -> int:
+        """Flushed bytes held in all segments."""
+        return sum(segment.flushed_size for segment in self._segments)
+
+    def read(self, offset: int, max_size: int) -> FileRegion | None:
+        """The flushed bytes at ``offset``, at most ``max_size``, as a file region to stream.
+
+        Returns None when ``offset`` is the flushed end (nothing new). The region never spans
+        two segments and is cut at a message boundary. Raises OffsetOutOfRange for an offset
+        before the first segment or past the flushed end (spec 4.3), ValueError for a negative
+        ``max_size``. The caller closes the region.
+        """
+        if max_size < 0:
+            raise ValueError(f"negative fetch size {max_size}")
+        if self._pending:
+            self._reap()
+        segments = self._segments
+        index = bisect_right(self._starts, offset) - 1
+        if index < 0 or offset > segments[-1].end:
+            raise OffsetOutOfRange(f"offset {offset} is outside [{self.first_offset}, {self.end_offset}] of {self.name}")
+        segment = segments[index]
+        if offset >= segment.end:
+            if index == len(segments) - 1:
+                return None  # the flushed end of the log
+            # Past this segment's flushed end but before the next segment: only possible for
+            # an offset inside an unflushed tail, which consumers must not see.
+            raise OffsetOutOfRange(f"offset {offset} is not in a flushed segment of {self.name}")
+        if max_size == 0:
+            return None
+        return segment.region(offset - segment.start, max_size)
+
+    def offsets_before(self, time_ms: int, max_count: int) -> list[int]:
+        """Offsets of segment starts last written at or before ``time_ms``, newest first.
+
+        ``time_ms`` -1 means latest (the flushed end), -2 earliest (spec 4.4). Granularity is
+        whole segments, keyed by last-write time.
+        """
+        if max_count < 0:
+            raise ValueError(f"negative offset count {max_count}")
+        if self._pending:
+            self._reap()
+        entries = [(segment.start, segment.modified_time * 1000) for segment in self._segments]
+        if self._segments[-1].flushed_size > 0:
+            entries.append((self.end_offset, self._now() * 1000))
+        if time_ms == LATEST_TIME:
+            start = len(entries) - 1
+        elif time_ms == EARLIEST_TIME:
+            start = 0
+        else:
+            start = next((i for i in range(len(entries) - 1, -1, -1) if entries[i][1] <= time_ms), -1)
+            if start < 0:
+                return []
+        count = min(max_count, start + 1)
+        return [entries[i][0] for i in range(start, start - count, -1)]
+
+    # -- writing -------------------------------------------------------------------------
+
+    def append(self, messages: ValidatedMessageSet) -> int:
+        """Append a validated message set; return the offset it was written at.
+
+        Starts a flush when ``flush_interval_messages`` messages have accumulated. Raises
+        LogWriteError if the disk fails (nothing of this set is kept) or the log refuses writes.
+        """
+        if self._pending:
+            self._reap()
+        if self.write_error is not None:
+            raise LogWriteError(self.write_error.errno, f"{self.name} refuses writes after a disk error: {self.write_error}")
+        now = self._now()
+        self._maybe_roll(now)
+        segment = self._segments[-1]
+        offset = segment.start + segment.size
+        if len(messages.buffer):
+            try:
+                segment.append(messages.buffer, now)
+            except LogWriteError as exc:
+                if segment.damaged:
+                    self.write_error = exc
+                raise
+        self.messages_appended += messages.message_count
+        self.unflushed_messages += messages.message_count
+        if self.unflushed_messages >= self.policy.flush_interval_messages:
+            self.start_flush()
+        return offset
+
+    def start_flush(self) -> None:
+        """Hand an fsync of everything written so far to the flusher; don't wait for it."""
+        segment = self._segments[-1]
+        if segment.size > (self._pending[-1][1].size if self._pending else segment.flushed_size):
+            job = segment.flush_job()
+            self._pending.append((segment, job))
+            self._flusher.submit(job)
+        self.unflushed_messages = 0
+        self.last_flush_time = self._now()
+
+    def flush(self) -> None:
+        """fsync everything written and make it visible before returning. Raises LogWriteError."""
+        self.start_flush()
+        for _segment, job in self._pending:
+            job.finished.wait()
+        self._reap()
+
+    def _reap(self) -> None:
+        """Publish the flushes that finished, oldest first, so visibility only moves forward."""
+        pending = self._pending
+        while pending and pending[0][1].finished.is_set():
+            segment, job = pending.popleft()
+            try:
+                segment.flushed(job)
+            except LogWriteError as exc:
+                # After a failed fsync the kernel may have dropped the dirty pages: nothing
+                # past the flushed size can be trusted, so stop writing to this log.
+                self.write_error = exc
+                pending.clear()
+                raise
+            self.flush_count += 1
+
+    def flush_if_due(self) -> bool:
+        """Publish finished flushes; start one if data waits and the last is ``flush_interval_ms`` old."""
+        if self._pending:
+            self._reap()
+        segment = self._segments[-1]
+        if segment.size == segment.flushed_size or self._pending:
+            return False
+        if (self._now() - self.last_flush_time) * 1000 < self.policy.flush_interval_ms:
+            return False
+        self.start_flush()
+        return True
+
+    def _maybe_roll(self, now: float) -> None:
+        newest = self._segments[-1]
+        if newest.size > self.policy.file_size or (
+                newest.first_append_time is not None
+                and (now - newest.first_append_time) * 1000 > self.policy.roll_ms):
+            self.roll()
+
+    def roll(self) -> Segment:
+        """Flush the newest segment and start a new one at the end offset.
+
+        The flush is waited for (once per segment): only the newest segment may then hold
+        unflushed bytes, which keeps reads and offsets simple.
+        """
+        self.flush()
+        end = self._segments[-1].end
+        # A stale file of that name (from a crash after a roll) holds nothing we kept: truncate.
+        segment = Segment(self.directory, end, now=self._now(), truncate=True)
+        self._segments.append(segment)
+        self._starts.append(end)
+        log.info("rolled %s: new segment at offset %d", self.name, end)
+        return segment
+
+    # -- retention -----------------------------------------------------------------------
+
+    def delete_old_segments(self, now: float) -> list[Segment]:
+        """Delete the segments that retention (time, then size) lets go; return them (spec 4.7).
+
+        The newest segment is deleted only after a roll has put an empty segment at the end
+        offset, so the partition keeps its offsets; if it is already empty it is kept and
+        touched instead.
+        """
+        segments = self._segments
+        expire_before = now - self.policy.retention_ms / 1000
+        count = 0
+        while count < len(segments) and segments[count].modified_time < expire_before:
+            count += 1
+        if self.policy.retention_bytes >= 0:
+            # Over what the time pass keeps: 0.7 runs the size pass after the time pass.
+            excess = sum(segment.flushed_size for segment in segments[count:]) - self.policy.retention_bytes
+            if excess >= 0:
+                for segment in segments[count:]:
+                    if excess - segment.flushed_size < 0:
+                        break
+                    excess -= segment.flushed_size
+                    count += 1
+        if count == 0:
+            return []
+        if count == len(segments):
+            if segments[-1].size == 0:
+                segments[-1].touch(now)
+                count -= 1
+            else:
+                self.roll()
+        doomed = segments[:count]
+        del segments[:count]
+        del self._starts[:count]
+        for segment in doomed:
+            segment.delete()
+        return doomed
+
+    def close(self) -> None:
+        """Flush and close every segment."""
+        try:
+            if self.write_error is None:
+                self.flush()
+        finally:
+            for segment in self._segments:
+                segment.close()
+
+
+def open_log_directory(directory: str, now: float) -> list[Segment]:
+    """Open the segment files of one partition directory, sorted by start (spec 4.1, 4.8).
+
+    Creates ``0...0.kafka`` in an empty directory. Raises ValueError if the segments are not
+    contiguous (0.7 refuses to start then).
+    """
+    named = sorted((start, name) for name in os.listdir(directory)
+                   if (start := parse_segment_file_name(name)) is not None)
+    segments = ([Segment(directory, start, now=now, file_name=name) for start, name in named]
+                or [Segment(directory, 0, now=now)])
+    for previous, following in zip(segments, segments[1:]):
+        if previous.start + previous.size != following.start:
+            for segment in segments:
+                segment.close()
+            raise ValueError(
+                f"{directory}: segment {os.path.basename(previous.path)} holds {previous.size} bytes "
+                f"but the next segment starts at {following.start}: segments are not contiguous")
+    return segments

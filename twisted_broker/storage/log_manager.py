@@ -1,0 +1,171 @@
+"""All the partition logs of one broker, under ``log.dir``.
+
+Directories are ``<topic>-<partition>`` (split at the last ``-``). At start the manager opens
+every partition directory; if ``.kafka_cleanshutdown`` is missing, the newest segment of each
+is recovered. ``close()`` flushes and closes every log, then writes the marker so the next
+start skips recovery. Logs are created on the first produce to a valid partition; topic names
+that could escape ``log.dir`` are refused.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Iterator
+
+from twisted_broker.errors import InvalidTopic, WrongPartition
+from twisted_broker.storage.flusher import Flusher, InlineFlusher
+from twisted_broker.storage.log import Log, LogPolicy, open_log_directory
+from twisted_broker.storage.recovery import recover_segment
+from twisted_broker.storage.topic_name import MAX_TOPIC_NAME_LENGTH, check_topic_name
+
+log = logging.getLogger(__name__)
+
+CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
+
+
+def parse_partition_directory(name: str) -> tuple[str, int] | None:
+    """``("my-topic", 12)`` for ``"my-topic-12"``; None if the name is not of that form."""
+    topic, dash, number = name.rpartition("-")
+    if not dash or not topic or not (number.isascii() and number.isdigit()):
+        return None
+    return topic, int(number)
+
+
+class LogManager:
+    """Owns the logs of a broker. Used from one thread (the reactor's)."""
+
+    def __init__(self, log_dir: str, *, now: Callable[[], float],
+                 partitions_for: Callable[[str], int] = lambda topic: 1,
+                 policy_for: Callable[[str], LogPolicy] = lambda topic: LogPolicy(),
+                 max_topic_name_length: int = MAX_TOPIC_NAME_LENGTH,
+                 on_new_topic: Callable[[str], object] | None = None,
+                 flusher: Flusher | None = None) -> None:
+        self.log_dir = os.path.abspath(log_dir)
+        self._now = now
+        self.partitions_for = partitions_for
+        self.policy_for = policy_for
+        self.max_topic_name_length = max_topic_name_length
+        self.on_new_topic = on_new_topic
+        self.flusher = flusher or InlineFlusher()
+        self._logs: dict[str, dict[int, Log]] = {}
+        self.recovered_bytes = 0
+        self.opened = False
+
+    def open(self) -> None:
+        """Open every partition directory, recovering after an unclean shutdown.
+
+        Raises ValueError (non-contiguous segments) or OSError: the broker must not start.
+        """
+        os.makedirs(self.log_dir, exist_ok=True)
+        marker = os.path.join(self.log_dir, CLEAN_SHUTDOWN_MARKER)
+        clean = os.path.exists(marker)
+        if clean:
+            os.unlink(marker)  # from now on a crash must lead to recovery
+        for name in sorted(os.listdir(self.log_dir)):
+            path = os.path.join(self.log_dir, name)
+            if name == CLEAN_SHUTDOWN_MARKER:
+                continue
+            if not os.path.isdir(path):
+                log.warning("ignoring %s in log.dir: not a partition directory", path)
+                continue
+            parsed = parse_partition_directory(name)
+            if parsed is None:
+                log.warning("ignoring directory %s: not named <topic>-<partition>", path)
+                continue
+            topic, partition = parsed
+            try:
+                check_topic_name(topic, self.max_topic_name_length)
+            except InvalidTopic as exc:
+                log.warning("ignoring directory %s: %s", path, exc)
+                continue
+            segments = open_log_directory(path, self._now())
+            if not clean:
+                self.recovered_bytes += recover_segment(segments[-1])
+            self._logs.setdefault(topic, {})[partition] = Log(
+                path, topic, partition, segments, policy=self.policy_for(topic), now=self._now, flusher=self.flusher)
+        self.opened = True
+        log.info("opened %d logs in %s (%s)", sum(map(len, self._logs.values())), self.log_dir,
+                 "clean shutdown" if clean else f"recovered, {self.recovered_bytes} bytes truncated")
+
+    # -- lookup --------------------------------------------------------------------------
+
+    def topics(self) -> list[str]:
+        return sorted(self._logs)
+
+    def has_topic(self, topic: str) -> bool:
+        """True if this broker holds a log of ``topic``."""
+        return topic in self._logs
+
+    def logs(self) -> Iterator[Log]:
+        for partitions in self._logs.values():
+            yield from partitions.values()
+
+    def check_partition(self, topic: str, partition: int) -> None:
+        """Raise InvalidTopic or WrongPartition unless ``topic``/``partition`` may exist here."""
+        check_topic_name(topic, self.max_topic_name_length)
+        count = self.partitions_for(topic)
+        if not 0 <= partition < count:
+            raise WrongPartition(f"partition {partition} of {topic!r} is not in [0, {count})")
+
+    def get_log(self, topic: str, partition: int) -> Log | None:
+        """The log, or None if it was never created. Raises like ``check_partition``."""
+        self.check_partition(topic, partition)
+        return self._logs.get(topic, {}).get(partition)
+
+    def get_or_create_log(self, topic: str, partition: int) -> Log:
+        """The log, created (directory and first segment) if needed. Raises like ``check_partition``."""
+        existing = self.get_log(topic, partition)
+        if existing is not None:
+            return existing
+        path = os.path.join(self.log_dir, f"{topic}-{partition}")
+        # check_topic_name already excludes "/", "." and "..": this guards against a future
+        # change to it ever letting a name leave log.dir.
+        if os.path.dirname(os.path.abspath(path)) != self.log_dir:
+            raise InvalidTopic(f"topic name {topic!r} leaves the log directory")
+        os.makedirs(path, exist_ok=True)
+        new_topic = topic not in self._logs
+        created = Log(path, topic, partition, open_log_directory(path, self._now()),
+                      policy=self.policy_for(topic), now=self._now, flusher=self.flusher)
+        self._logs.setdefault(topic, {})[partition] = created
+        log.info("created log %s", path)
+        if new_topic and self.on_new_topic is not None:
+            self.on_new_topic(topic)
+        return created
+
+    # -- maintenance (called by the broker's timers) -------------------------------------
+
+    def flush_due(self) -> int:
+        """Flush every log whose oldest unflushed data is older than its flush interval."""
+        return sum(log_.flush_if_due() for log_ in self.logs() if log_.write_error is None)
+
+    def flush_all(self) -> None:
+        for log_ in self.logs():
+            if log_.write_error is None:
+                log_.flush()
+
+    def cleanup(self) -> int:
+        """Apply retention to every log; return the number of segments deleted."""
+        now = self._now()
+        deleted = 0
+        for log_ in self.logs():
+            for segment in log_.delete_old_segments(now):
+                log.info("retention deleted %s", segment.path)
+                deleted += 1
+        return deleted
+
+    def close(self) -> None:
+        """Flush and close every log, then mark the shutdown clean (only if every flush worked)."""
+        failures = 0
+        for log_ in self.logs():
+            try:
+                log_.close()
+            except OSError:
+                log.exception("closing %s failed", log_.name)
+                failures += 1
+            failures += log_.write_error is not None
+        self._logs.clear()
+        if self.opened and not failures:
+            with open(os.path.join(self.log_dir, CLEAN_SHUTDOWN_MARKER), "wb"):
+                pass
+        self.opened = False

@@ -1,0 +1,238 @@
+"""One segment file of a partition log, and the file regions that reads hand out.
+
+A segment is ``<start offset, 20 digits>.kafka``: message-set bytes only, no header, no index
+(spec 4.1-4.2). Byte ``p`` of the file has log offset ``start + p``.
+
+Two sizes matter: ``size`` is what has been written, ``flushed_size`` what has been fsynced.
+Readers never see past ``flushed_size`` (0.7's high-water mark): data is visible to consumers
+only once it is on disk.
+
+Reads are cut at a message boundary. Boundaries are known from appends (and recovery), kept
+sparsely in memory (one every ``INDEX_INTERVAL_BYTES``, like Kafka 0.8's index interval), and
+otherwise found by walking length fields from a known boundary: the walk is at most one
+interval plus one message when the index covers the region, and indexes what it walks.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from array import array
+from bisect import bisect_right
+
+from twisted_broker.errors import LogWriteError
+from twisted_broker.storage.flusher import FlushJob
+from twisted_broker.wire.crc import crc32
+
+SUFFIX = ".kafka"
+INDEX_INTERVAL_BYTES = 4096
+WALK_WINDOW_BYTES = 64 * 1024
+_LENGTH = struct.Struct(">i")
+_MIN_ENTRY = 5
+
+
+def segment_file_name(start: int) -> str:
+    return f"{start:020d}{SUFFIX}"
+
+
+def parse_segment_file_name(name: str) -> int | None:
+    """The start offset a segment file name carries, or None if it is not a segment file."""
+    if not name.endswith(SUFFIX):
+        return None
+    digits = name[:-len(SUFFIX)]
+    # 0.7 accepts any digit count; isascii() because str.isdigit() also takes digits int() refuses ("²").
+    return int(digits) if digits.isascii() and digits.isdigit() else None
+
+
+class FileRegion:
+    """``length`` bytes at ``position`` of an open file, for streaming with sendfile or pread.
+
+    It owns a duplicate of the segment's descriptor: retention may unlink and close the
+    segment while the region is being sent, and the region stays readable until ``close()``.
+    """
+
+    __slots__ = ("fd", "position", "length")
+
+    def __init__(self, fd: int, position: int, length: int) -> None:
+        self.fd, self.position, self.length = fd, position, length
+
+    def read(self) -> bytes:
+        """The region's bytes. For tests and small tools only: the broker streams regions."""
+        return os.pread(self.fd, self.length, self.position)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def __enter__(self) -> "FileRegion":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        self.close()
+
+
+class Segment:
+    """An open segment file. Not thread-safe: one thread (the reactor's) uses it."""
+
+    def __init__(self, directory: str, start: int, *, now: float, truncate: bool = False,
+                 file_name: str | None = None) -> None:
+        self.start = start
+        # file_name: a loaded file's own name, which may have fewer than 20 digits (spec 4.1).
+        self.path = os.path.join(directory, file_name or segment_file_name(start))
+        flags = os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC | (os.O_TRUNC if truncate else 0)
+        self._fd = os.open(self.path, flags, 0o644)
+        stat = os.fstat(self._fd)
+        self.size = stat.st_size
+        self.flushed_size = self.size
+        # Retention and offsets-before-time go by last write; a loaded file's is its mtime.
+        self.modified_time = stat.st_mtime if self.size else now
+        self.first_append_time: float | None = None
+        self.deleted = False
+        # True when a failed write could not be cut back off the file: its tail is in doubt.
+        self.damaged = False
+        self._index = array("q", [0])  # known message boundaries (file positions), sorted
+        if self.size:
+            self._index.append(self.size)
+
+    @property
+    def end(self) -> int:
+        """Log offset just past the flushed data."""
+        return self.start + self.flushed_size
+
+    def append(self, data: memoryview, now: float) -> None:
+        """Write ``data`` (whole message-set entries) at the end. Raises LogWriteError.
+
+        A failed write is cut back off the file, so the segment never keeps half a batch.
+        """
+        before = self.size
+        try:
+            written = 0
+            while written < len(data):
+                written += os.write(self._fd, data[written:])
+        except OSError as exc:
+            try:
+                os.ftruncate(self._fd, before)
+            except OSError as truncate_exc:
+                self.damaged = True
+                raise LogWriteError(truncate_exc.errno, f"{self.path}: cannot cut back a failed write: {truncate_exc}") from exc
+            raise LogWriteError(exc.errno, f"{self.path}: {exc.strerror}") from exc
+        self.size = before + written
+        if self.first_append_time is None:
+            self.first_append_time = now
+        self.modified_time = now
+        if self.size - self._index[-1] >= INDEX_INTERVAL_BYTES:
+            self._index.append(self.size)
+
+    def flush_job(self) -> FlushJob:
+        """A job that fsyncs what has been written so far (see flusher.py)."""
+        return FlushJob(self._fd, self.size)
+
+    def flushed(self, job: FlushJob) -> None:
+        """Publish a finished job's bytes to readers. Raises LogWriteError if its fsync failed."""
+        if job.error is not None:
+            raise LogWriteError(job.error.errno, f"{self.path}: fsync failed: {job.error.strerror}") from job.error
+        if job.size > self.flushed_size:
+            self.flushed_size = job.size
+
+    def truncate(self, size: int) -> None:
+        """Cut the file to ``size`` bytes (a message boundary); used by recovery."""
+        os.ftruncate(self._fd, size)
+        os.fsync(self._fd)
+        self.size = self.flushed_size = size
+        del self._index[bisect_right(self._index, size):]
+        if self._index[-1] != size:
+            self._index.append(size)
+
+    def region(self, position: int, max_bytes: int) -> FileRegion:
+        """The flushed bytes from ``position``, at most ``max_bytes``, cut at a message boundary.
+
+        If not even the first message fits in ``max_bytes``, the region is the raw
+        ``max_bytes`` (0.7's behaviour): the client then sees an incomplete first message and
+        reports that its fetch size is too small, instead of polling an empty answer forever.
+        """
+        limit = min(position + max_bytes, self.flushed_size)
+        end = limit if limit == self.flushed_size else self._last_boundary(position, limit)
+        if end <= position:
+            end = limit
+        return FileRegion(os.dup(self._fd), position, end - position)
+
+    def _last_boundary(self, position: int, limit: int) -> int:
+        """The last message boundary in ``(position, limit]``, or ``position`` if none is found."""
+        index = self._index
+        known = index[bisect_right(index, limit) - 1]
+        if known > position:
+            start = known
+        elif known == position or self._starts_message(position, limit):
+            start = position
+        else:
+            return position  # not a message start: answer raw bytes, as 0.7 does
+        found, end = self._walk(start, limit)
+        if found:
+            # Every known boundary ≤ limit is ≤ start, so the new ones slot in right after start.
+            slot = bisect_right(index, start)
+            index[slot:slot] = array("q", found)
+        return end
+
+    def _starts_message(self, position: int, limit: int) -> bool:
+        # A fetch offset that is not a known boundary is trusted only if the entry there has a
+        # plausible length and a matching CRC; a misaligned offset almost never passes both.
+        header = os.pread(self._fd, 4, position)
+        if len(header) < 4:
+            return False
+        (size,) = _LENGTH.unpack(header)
+        if size < _MIN_ENTRY or position + 4 + size > limit:
+            return False
+        body = os.pread(self._fd, size, position + 4)
+        if body[0] == 1 and size >= 6:
+            return crc32(memoryview(body)[6:]) == int.from_bytes(body[2:6], "big")
+        if body[0] == 0:
+            return crc32(memoryview(body)[5:]) == int.from_bytes(body[1:5], "big")
+        return False
+
+    def _walk(self, position: int, limit: int) -> tuple[list[int], int]:
+        """Follow length fields from a boundary; return new index points and the last boundary ≤ limit."""
+        found: list[int] = []
+        last_indexed = position
+        window, window_start = b"", position
+        unpack = _LENGTH.unpack_from
+        while limit - position >= 4:
+            offset = position - window_start
+            if offset + 4 > len(window):
+                window_start, offset = position, 0
+                window = os.pread(self._fd, min(WALK_WINDOW_BYTES, limit - position), position)
+                if len(window) < 4:
+                    break
+            (size,) = unpack(window, offset)
+            following = position + 4 + size
+            if size < _MIN_ENTRY or following > limit:
+                break
+            position = following
+            if position - last_indexed >= INDEX_INTERVAL_BYTES:
+                found.append(position)
+                last_indexed = position
+        return found, position
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def delete(self) -> None:
+        """Close and unlink the file. Regions already handed out stay readable."""
+        self.close()
+        self.deleted = True
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+    def touch(self, now: float) -> None:
+        self.modified_time = now
+        os.utime(self.path, (now, now))
+
+    def __repr__(self) -> str:
+        return f"Segment({self.path!r}, size={self.size}, flushed={self.flushed_size})"
