@@ -1,0 +1,1 @@
+"""Twisted edges: protocols that turn bytes from sockets into calls on the broker, and back."""

@@ -1,0 +1,134 @@
+"""Stream a file region to a transport without loading it into memory.
+
+``SendfileProducer`` moves the bytes with ``os.sendfile`` from the segment's descriptor to the
+socket, inside the kernel. It is a pull producer: Twisted calls ``resumeProducing`` when its
+own write buffer is empty and the socket is writable; we send until the socket would block and
+re-arm writing. The first call comes from ``registerProducer`` itself, while bytes written just
+before (the response header) may still sit in Twisted's buffer; sending file bytes then would
+overtake them, so that call only re-arms writing.
+
+``ChunkedFileProducer`` is the fallback where the transport has no socket to sendfile to (TLS,
+in-memory test transports): it writes one bounded chunk per call, so a slow reader never makes
+the broker hold more than one chunk for it.
+
+Both read through the region's own descriptor with ``pread`` / an explicit offset, so retention
+unlinking the segment mid-stream does not cut the response short.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+
+from twisted.internet import tcp
+from twisted.internet.defer import Deferred
+from twisted.internet.interfaces import IPullProducer
+from zope.interface import implementer
+
+from twisted_broker.storage.segment import FileRegion
+
+CHUNK_BYTES = 1 << 20
+# sendfile in steps of this size, so one fetch cannot hold the reactor for a whole 100 MB region.
+SENDFILE_STEP_BYTES = 4 << 20
+
+
+def can_sendfile(transport: object) -> bool:
+    """True if ``transport`` is a plain TCP connection whose socket sendfile can write to.
+
+    Under TLS the protocol's transport is the TLS layer, not a ``tcp.Connection``, so TLS
+    connections take the chunked path, as they must: the bytes need encrypting.
+    """
+    return hasattr(os, "sendfile") and isinstance(transport, tcp.Connection)
+
+
+@implementer(IPullProducer)
+class _RegionProducer:
+    def __init__(self, region: FileRegion, consumer) -> None:
+        self._region = region
+        self._consumer = consumer
+        self._position = region.position
+        self._remaining = region.length
+        self.done: Deferred[int] = Deferred()
+
+    def start(self) -> Deferred[int]:
+        """Register with the consumer and stream; ``done`` fires with the bytes sent."""
+        if not self._remaining:
+            self._finish()
+        else:
+            self._consumer.registerProducer(self, False)
+        return self.done
+
+    def stopProducing(self) -> None:
+        # The connection went away: release the descriptor; nobody waits for the rest.
+        self._region.close()
+        if not self.done.called:
+            self.done.errback(ConnectionError("connection lost while streaming a file region"))
+
+    def _finish(self) -> None:
+        sent = self._region.length
+        self._region.close()
+        if self._remaining == 0 and self._region.length:
+            self._consumer.unregisterProducer()
+        self.done.callback(sent)
+
+
+class ChunkedFileProducer(_RegionProducer):
+    def resumeProducing(self) -> None:
+        if self.done.called:
+            return
+        chunk = os.pread(self._region.fd, min(CHUNK_BYTES, self._remaining), self._position)
+        if not chunk:  # the file shrank under us: cannot happen to flushed data; fail loudly
+            self._region.close()
+            self._consumer.unregisterProducer()
+            self.done.errback(OSError(errno.EIO, "segment ended before the region did"))
+            return
+        self._position += len(chunk)
+        self._remaining -= len(chunk)
+        self._consumer.write(chunk)
+        if not self._remaining:
+            self._finish()
+
+
+class SendfileProducer(_RegionProducer):
+    def __init__(self, region: FileRegion, consumer) -> None:
+        super().__init__(region, consumer)
+        self._armed = False
+
+    def resumeProducing(self) -> None:
+        if self.done.called:
+            return
+        transport = self._consumer
+        if not self._armed:
+            # The call from registerProducer: Twisted may still hold the header. Let doWrite
+            # drain it; it calls us again when its buffer is empty.
+            self._armed = True
+            transport.startWriting()
+            return
+        socket_fd = transport.getHandle().fileno()
+        budget = SENDFILE_STEP_BYTES
+        try:
+            while self._remaining and budget > 0:
+                sent = os.sendfile(socket_fd, self._region.fd, self._position, min(self._remaining, budget))
+                if sent == 0:
+                    raise OSError(errno.EIO, "segment ended before the region did")
+                self._position += sent
+                self._remaining -= sent
+                budget -= sent
+        except BlockingIOError:
+            pass
+        except OSError as exc:
+            self._region.close()
+            transport.unregisterProducer()
+            self.done.errback(exc)
+            transport.loseConnection()
+            return
+        if self._remaining:
+            transport.startWriting()  # doWrite calls us back when the socket is writable
+        else:
+            self._finish()
+
+
+def stream_region(region: FileRegion, transport) -> Deferred[int]:
+    """Send ``region`` on ``transport``, by sendfile where possible; fires with the byte count."""
+    producer_class = SendfileProducer if can_sendfile(transport) else ChunkedFileProducer
+    return producer_class(region, transport).start()

@@ -1,0 +1,1 @@
+"""ZooKeeper: Kafka 0.7's paths and values (pure), the kazoo bridge to Twisted, registrations."""

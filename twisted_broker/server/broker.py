@@ -1,0 +1,162 @@
+"""Request handling of a Kafka 0.7 broker: from decoded requests to log calls and response pieces.
+
+A response is a list of pieces, ``bytes`` and ``FileRegion``s, that the protocol writes in
+order, streaming the regions from their files; produce requests have none. The reactions to
+bad input are 0.7.2's (spec 2.4): fetches turn errors into error codes; produce and offsets
+requests have no way to carry one, so the broker raises ``CloseConnection`` and the protocol
+closes the socket, except for an oversize message, which 0.7.2 drops silently.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable
+
+from twisted_broker.errors import (
+    InvalidFetchSize, InvalidMessage, InvalidTopic, LogWriteError, MessageSizeTooLarge,
+    OffsetOutOfRange, UnknownError, WrongPartition,
+)
+from twisted_broker.server.stats import BrokerStats
+from twisted_broker.storage.log_manager import LogManager
+from twisted_broker.storage.segment import FileRegion
+from twisted_broker.wire.message_set import validate_message_set
+from twisted_broker.wire.requests import (
+    FETCH, MULTIFETCH, MULTIPRODUCE, OFFSETS, PRODUCE, FetchRequest, MultiFetchRequest,
+    MultiProduceRequest, OffsetRequest, ProduceRequest, Request,
+)
+from twisted_broker.wire.responses import NO_ERROR, encode_offsets_response, encode_response_header
+
+log = logging.getLogger(__name__)
+
+Piece = bytes | FileRegion
+
+
+class CloseConnection(Exception):
+    """The request is refused the 0.7 way: the broker closes the connection without a response."""
+
+
+class Broker:
+    """Serves requests against a LogManager. Reactor thread only."""
+
+    def __init__(self, logs: LogManager, stats: BrokerStats, *, max_message_size: int = 1_000_000,
+                 choose: Callable[[int], int] | None = None) -> None:
+        self.logs = logs
+        self.stats = stats
+        self.max_message_size = max_message_size
+        self._choose = choose or random.SystemRandom().randrange
+        self._handlers = {ProduceRequest: (PRODUCE, self._produce),
+                          MultiProduceRequest: (MULTIPRODUCE, self._multiproduce),
+                          FetchRequest: (FETCH, self._fetch),
+                          MultiFetchRequest: (MULTIFETCH, self._multifetch),
+                          OffsetRequest: (OFFSETS, self._offsets)}
+
+    def handle(self, request: Request) -> list[Piece]:
+        """The response pieces for ``request`` (empty for produce). Raises CloseConnection."""
+        request_type, handler = self._handlers[type(request)]
+        return handler(request)
+
+    def request_type(self, request: Request) -> int:
+        return self._handlers[type(request)][0]
+
+    # -- produce -------------------------------------------------------------------------
+
+    def _produce(self, request: ProduceRequest) -> list[Piece]:
+        self._append(request)
+        return []
+
+    def _multiproduce(self, request: MultiProduceRequest) -> list[Piece]:
+        for part in request.produces:  # earlier parts stay appended if a later one fails
+            self._append(part)
+        return []
+
+    def _append(self, request: ProduceRequest) -> None:
+        topic = request.topic
+        try:
+            partition = request.partition
+            if partition == -1:
+                partition = self._choose(self.logs.partitions_for(topic))
+            log_ = self.logs.get_or_create_log(topic, partition)  # even if the set is invalid, as 0.7
+            messages = validate_message_set(request.messages, max_message_size=self.max_message_size)
+            log_.append(messages)
+        except MessageSizeTooLarge as exc:
+            log.warning("dropped produce to %s-%s: %s", topic, request.partition, exc)
+            self._failed_produce(topic)
+            return
+        except (InvalidTopic, WrongPartition, InvalidMessage) as exc:
+            self._failed_produce(topic)
+            raise CloseConnection(f"produce to {topic!r} partition {request.partition}: {exc}") from exc
+        except LogWriteError as exc:
+            # The producer has no other way to learn that its messages were not stored.
+            self._failed_produce(topic)
+            log.error("append to %s-%s failed: %s", topic, partition, exc)
+            raise CloseConnection(f"produce to {topic}-{partition}: disk error") from exc
+        for stats in (self.stats.topic(topic), self.stats.all_topics):
+            stats.messages_in += messages.message_count
+            stats.bytes_in += len(messages)
+
+    def _failed_produce(self, topic: str) -> None:
+        self.stats.all_topics.failed_produce_requests += 1
+        if self.logs.has_topic(topic):
+            self.stats.topic(topic).failed_produce_requests += 1
+
+    # -- fetch ---------------------------------------------------------------------------
+
+    def _fetch(self, request: FetchRequest) -> list[Piece]:
+        error, region = self._read(request)
+        length = region.length if region is not None else 0
+        header = encode_response_header(error, length)
+        return [header, region] if region is not None else [header]
+
+    def _multifetch(self, request: MultiFetchRequest) -> list[Piece]:
+        parts: list[Piece] = []
+        total = 0
+        for fetch in request.fetches:
+            error, region = self._read(fetch)
+            length = region.length if region is not None else 0
+            parts.append(encode_response_header(error, length))
+            if region is not None:
+                parts.append(region)
+            total += 6 + length
+        return [encode_response_header(NO_ERROR, total), *parts]  # the outer error is always 0
+
+    def _read(self, request: FetchRequest) -> tuple[int, FileRegion | None]:
+        """(error code, region or None) for one fetch; 0.7 answers every problem with a code."""
+        try:
+            if request.max_size < 0:
+                raise InvalidFetchSize(f"negative fetch size {request.max_size}")
+            log_ = self.logs.get_log(request.topic, request.partition)
+            region = log_.read(request.offset, request.max_size) if log_ is not None else None
+        except (OffsetOutOfRange, WrongPartition, InvalidFetchSize) as exc:
+            self._failed_fetch(request.topic)
+            return exc.code, None
+        except (InvalidTopic, OSError) as exc:
+            if isinstance(exc, OSError):
+                log.error("fetch from %s-%s failed: %s", request.topic, request.partition, exc)
+            self._failed_fetch(request.topic)
+            return UnknownError.code, None
+        if region is not None:
+            self.stats.topic(request.topic).bytes_out += region.length
+            self.stats.all_topics.bytes_out += region.length
+        return NO_ERROR, region
+
+    def _failed_fetch(self, topic: str) -> None:
+        self.stats.all_topics.failed_fetch_requests += 1
+        if self.logs.has_topic(topic):
+            self.stats.topic(topic).failed_fetch_requests += 1
+
+    # -- offsets -------------------------------------------------------------------------
+
+    def _offsets(self, request: OffsetRequest) -> list[Piece]:
+        try:
+            if request.max_offsets < 0:
+                raise ValueError(f"negative maximum number of offsets {request.max_offsets}")
+            log_ = self.logs.get_log(request.topic, request.partition)
+        except (InvalidTopic, WrongPartition, ValueError) as exc:
+            raise CloseConnection(f"offsets of {request.topic!r} partition {request.partition}: {exc}") from exc
+        if log_ is None:  # 0.7: a partition with no log yet has offset 0 and nothing before it
+            offsets = [0] if request.time in (-1, -2) else []
+        else:
+            offsets = log_.offsets_before(request.time, request.max_offsets)
+        return [encode_offsets_response(offsets)]
+

@@ -1,0 +1,115 @@
+"""The broker's lifecycle as one Twisted service: start in order, stop in the reverse-safe order.
+
+Start (twistd's privileged start, before the reactor runs, so blocking here stalls nothing):
+open the logs (recovery), listen, then register in ZooKeeper with the bound port, so a broker
+is never advertised before it can answer. Then (reactor running) the flush and retention timers
+start and the topics on disk are registered.
+
+Stop (spec: listeners first, then logs, then the registration): stop listening and drop the
+connections, so no request reaches a closing log; stop the timers; flush and close every log
+and write the clean-shutdown marker; finish the flusher thread; close the ZooKeeper session.
+A crash skips all of it, so the next start recovers.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from twisted.application.service import Service
+from twisted.internet.defer import inlineCallbacks
+from twisted.internet.task import LoopingCall
+
+from twisted_broker.protocols.kafka import KafkaServerFactory
+from twisted_broker.registry.broker_registration import BrokerRegistration
+from twisted_broker.storage.flusher import ThreadFlusher
+from twisted_broker.storage.log_manager import LogManager
+
+log = logging.getLogger(__name__)
+
+FIRST_CLEANUP_DELAY_S = 60  # 0.7 runs the first retention pass a minute after start
+
+
+class BrokerService(Service):
+    def __init__(self, *, logs: LogManager, factory: KafkaServerFactory, endpoint, reactor,
+                 flush_check_interval_ms: int, cleanup_interval_mins: int,
+                 registration: BrokerRegistration | None = None, zk_connect_timeout_ms: int = 6000,
+                 port_file: str | None = None) -> None:
+        self.logs = logs
+        self.factory = factory
+        self._endpoint = endpoint
+        self._reactor = reactor
+        self._flush_check_s = flush_check_interval_ms / 1000
+        self._cleanup_s = cleanup_interval_mins * 60
+        self.registration = registration
+        self._zk_connect_timeout_s = zk_connect_timeout_ms / 1000
+        self._port_file = port_file
+        self._port = None
+        self._flusher: ThreadFlusher | None = None
+        self._flush_loop = LoopingCall(self._flush_due)
+        self._cleanup_loop = LoopingCall(self._cleanup)
+        self._first_cleanup = None
+        self.flush_errors = 0
+        self.segments_deleted = 0
+
+    @property
+    def port(self) -> int:
+        return self._port.getHost().port
+
+    def privilegedStartService(self) -> None:
+        super().privilegedStartService()
+        self._flusher = ThreadFlusher()
+        self.logs.flusher = self._flusher
+        self.logs.open()
+        ports, failures = [], []
+        # TCP and TLS endpoints listen at once, so the outcome is known before the reactor runs.
+        self._endpoint.listen(self.factory).addCallbacks(ports.append, failures.append)
+        if failures:
+            failures[0].raiseException()  # e.g. the port is in use: twistd reports it and exits
+        self._port = ports[0]
+        log.info("listening on port %d", self.port)
+        if self.registration is not None:
+            self.logs.on_new_topic = self.registration.add_topic
+            self.registration.register_blocking(self.port, self.logs.topics(), self._zk_connect_timeout_s)
+        # Last: whoever waits for this file takes the broker as started, so a broker that is
+        # about to exit (its id is registered by another) must not have written it.
+        if self._port_file:
+            with open(self._port_file, "w") as file:
+                file.write(f"{self.port}\n")
+
+    def startService(self) -> None:
+        super().startService()
+        self._flush_loop.clock = self._reactor
+        self._cleanup_loop.clock = self._reactor
+        self._flush_loop.start(self._flush_check_s, now=False)
+        self._first_cleanup = self._reactor.callLater(
+            min(FIRST_CLEANUP_DELAY_S, self._cleanup_s), lambda: self._cleanup_loop.start(self._cleanup_s))
+        if self.registration is not None:
+            self.registration.start()
+
+    def _flush_due(self) -> None:
+        try:
+            self.logs.flush_due()
+        except OSError as exc:  # that log now refuses writes; the others go on
+            self.flush_errors += 1
+            log.error("flush failed: %s", exc)
+
+    def _cleanup(self) -> None:
+        self.segments_deleted += self.logs.cleanup()
+
+    @inlineCallbacks
+    def stopService(self):
+        super().stopService()
+        if self._port is not None:
+            yield self._port.stopListening()
+        self.factory.disconnect_all()
+        for loop in (self._flush_loop, self._cleanup_loop):
+            if loop.running:
+                loop.stop()
+        if self._first_cleanup is not None and self._first_cleanup.active():
+            self._first_cleanup.cancel()
+        self.logs.close()
+        if self._flusher is not None:
+            self._flusher.close()
+        if self.registration is not None:
+            yield self.registration.stop()
+        log.info("broker stopped cleanly")

@@ -1,0 +1,142 @@
+"""``twistd broker``: command-line options and the composition root that builds the service tree.
+
+This is one of the two places that name the global reactor (the other is cli.py); everything
+below receives it. Configuration comes from a Kafka 0.7 ``server.properties`` with the options
+below overriding its keys.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+from logging.handlers import BufferingHandler
+
+from twisted.internet.endpoints import serverFromString
+from twisted.logger import Logger, LogLevel
+from twisted.python import usage
+
+from twisted_broker.config import BrokerConfig, ConfigError
+from twisted_broker.protocols.kafka import KafkaServerFactory
+from twisted_broker.server.broker import Broker
+from twisted_broker.server.services import BrokerService
+from twisted_broker.server.stats import BrokerStats, RequestStats
+from twisted_broker.storage.log import LogPolicy
+from twisted_broker.storage.log_manager import LogManager
+
+DEFAULT_CONFIG = "etc/server.properties"
+
+_LEVELS = {logging.DEBUG: LogLevel.debug, logging.INFO: LogLevel.info, logging.WARNING: LogLevel.warn,
+           logging.ERROR: LogLevel.error, logging.CRITICAL: LogLevel.critical}
+
+
+class Options(usage.Options):
+    optParameters = [
+        ["config", "c", DEFAULT_CONFIG, "Kafka 0.7 server.properties file"],
+        ["port", "p", None, "port of the wire protocol (overrides port; 0 picks a free one)"],
+        ["broker-id", None, None, "broker id (overrides brokerid)"],
+        ["log-dir", None, None, "directory of the partition logs (overrides log.dir)"],
+        ["zk", None, None, "ZooKeeper connect string host:port[,...][/chroot] (overrides zk.connect)"],
+        ["listen", None, None, "Twisted endpoint of the wire protocol, e.g. ssl:9092:privateKey=k.pem "
+                               "(default tcp:<port>:interface=<hostname or 127.0.0.1>)"],
+        ["webui", None, "none", "endpoint of the embedded admin site (comes with issue 4/7)"],
+        ["debug", None, "none", "endpoint of the debug port (comes with issue 4/7)"],
+        ["port-file", None, None, "write the bound port to this file once started (for tests)"],
+    ]
+    optFlags = [["no-zk", None, "run without ZooKeeper (enable.zookeeper=false)"]]
+
+    def overrides(self) -> dict[str, str]:
+        """The properties the command line sets, keyed by their Kafka 0.7 names."""
+        keys = {"port": "port", "broker-id": "brokerid", "log-dir": "log.dir", "zk": "zk.connect"}
+        result = {key: self[option] for option, key in keys.items() if self[option] is not None}
+        if self["no-zk"]:
+            result["enable.zookeeper"] = "false"
+        return result
+
+    def postOptions(self) -> None:
+        # The config warns about unknown keys. Those warnings belong in twistd's log, which
+        # keeps events until it opens, not on a stderr that a daemon closes; if the config is
+        # refused the log never opens, so they go with the error (brokerId=0 -> brokerid).
+        _forward_logging()
+        warnings = BufferingHandler(capacity=1000)
+        config_log = logging.getLogger("twisted_broker.config")
+        config_log.addHandler(warnings)
+        try:
+            self.config = BrokerConfig.load(self["config"], overrides=self.overrides())
+        except (ConfigError, OSError) as exc:
+            raise usage.UsageError("\n".join([*map(warnings.format, warnings.buffer), str(exc)])) from None
+        finally:
+            config_log.removeHandler(warnings)
+        if self.config.enable_zookeeper and not self.config.zk_connect:
+            raise usage.UsageError("zk.connect is required unless enable.zookeeper=false (--no-zk)")
+
+
+class _ToTwistedLog(logging.Handler):
+    """Forwards stdlib logging, which the project uses throughout, to twistd's log."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        Logger(namespace=record.name).emit(_LEVELS.get(record.levelno, LogLevel.info), "{message}",
+                                           message=self.format(record))
+
+
+def _forward_logging() -> None:
+    root = logging.getLogger()
+    if not any(isinstance(handler, _ToTwistedLog) for handler in root.handlers):
+        root.addHandler(_ToTwistedLog())
+    root.setLevel(logging.INFO)
+
+
+def policy_for(config: BrokerConfig):
+    """The LogPolicy of each topic: 0.7's global keys with the per-topic maps applied."""
+    def policy(topic: str) -> LogPolicy:
+        return LogPolicy(
+            file_size=config.file_size_for(topic),
+            roll_ms=config.roll_hours_for(topic) * 3600 * 1000,
+            flush_interval_messages=config.log_flush_interval,
+            flush_interval_ms=config.flush_interval_ms_for(topic),
+            retention_ms=config.retention_hours_for(topic) * 3600 * 1000,
+            retention_bytes=config.retention_size_for(topic))
+    return policy
+
+
+def _advertised_host(config: BrokerConfig) -> str:
+    if config.hostname:
+        return config.hostname
+    try:
+        return socket.gethostbyname(socket.gethostname())
+    except OSError:
+        return "127.0.0.1"
+
+
+def makeService(options: Options) -> BrokerService:
+    from twisted.internet import reactor  # the composition root is the one place that names it
+
+    _forward_logging()
+    config: BrokerConfig = options.config
+    logs = LogManager(config.log_dir, now=reactor.seconds, partitions_for=config.partitions_for,
+                      policy_for=policy_for(config), max_topic_name_length=config.max_topic_name_length)
+    stats = BrokerStats(RequestStats(config.monitoring_period_secs, reactor.seconds))
+    broker = Broker(logs, stats, max_message_size=config.max_message_size)
+    factory = KafkaServerFactory(broker, max_request_size=config.max_socket_request_bytes,
+                                 send_buffer_bytes=config.socket_send_buffer,
+                                 receive_buffer_bytes=config.socket_receive_buffer)
+    # Bound to 127.0.0.1 unless the configuration names a host, as every port of ours.
+    listen = options["listen"] or f"tcp:{config.port}:interface={config.hostname or '127.0.0.1'}"
+    registration = None
+    if config.enable_zookeeper:
+        from twisted_broker.registry.broker_registration import BrokerRegistration
+        from twisted_broker.registry.zookeeper import ZooKeeper
+
+        zk = ZooKeeper(config.zk_connect, reactor=reactor, session_timeout_ms=config.zk_sessiontimeout_ms)
+        registration = BrokerRegistration(
+            zk, broker_id=config.brokerid, host=_advertised_host(config), startup_ms=int(time.time() * 1000),
+            partitions_for=config.partitions_for, session_timeout_ms=config.zk_sessiontimeout_ms, clock=reactor)
+    service = BrokerService(
+        logs=logs, factory=factory, endpoint=serverFromString(reactor, listen), reactor=reactor,
+        flush_check_interval_ms=config.log_default_flush_scheduler_interval_ms,
+        cleanup_interval_mins=config.log_cleanup_interval_mins, registration=registration,
+        zk_connect_timeout_ms=config.zk_connectiontimeout_ms,
+        port_file=options["port-file"] and os.path.abspath(options["port-file"]))
+    service.broker = broker
+    return service
