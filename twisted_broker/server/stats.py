@@ -11,9 +11,11 @@ Nothing here is thread-safe: the reactor thread updates and reads them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from twisted_broker.storage.log import Log
+from twisted_broker.storage.log_manager import LogManager
 from twisted_broker.wire.requests import REQUEST_NAMES
 
 
@@ -38,7 +40,7 @@ class WindowedCounter:
         elapsed = self._now() - self._window_start
         if self._previous_rate or elapsed >= self._window:
             return self._previous_rate
-        return self._current / elapsed if elapsed > 0 else 0.0
+        return self._current / max(elapsed, 1.0)  # not a burst's rate over microseconds
 
     def _roll(self) -> None:
         now = self._now()
@@ -113,3 +115,28 @@ class BrokerStats:
         if stats is None:
             stats = self.topics[name] = TopicStats()
         return stats
+
+
+def log_snapshot(log: Log) -> dict:
+    """The per-log figures 0.7 exposes (LogStats): size, segments, current offset, appended messages."""
+    return {"topic": log.topic, "partition": log.partition, "size": log.size,
+            "segments": len(log.segments), "first_offset": log.first_offset,
+            "current_offset": log.end_offset, "messages_appended": log.messages_appended}
+
+
+def flush_snapshot(logs: Iterable[Log]) -> dict:
+    """LogFlushStats over all logs: how many fsyncs, their average and maximum time."""
+    logs = list(logs)
+    count = sum(log.flush_count for log in logs)
+    total = sum(log.flush_seconds_total for log in logs)
+    return {"flushes": count, "avg_ms": total / count * 1000 if count else 0.0,
+            "max_ms": max((log.flush_seconds_max for log in logs), default=0.0) * 1000}
+
+
+def broker_snapshot(stats: BrokerStats, logs: LogManager) -> dict:
+    """Every statistic of the broker, as plain data for the admin site, debug port and metrics."""
+    return {"socket_server": stats.requests.snapshot(),
+            "all_topics": stats.all_topics.snapshot(),
+            "topics": {name: topic.snapshot() for name, topic in sorted(stats.topics.items())},
+            "log_flush": flush_snapshot(logs.logs()),
+            "logs": [log_snapshot(log) for log in sorted(logs.logs(), key=lambda log: (log.topic, log.partition))]}

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import queue
 import threading
+import time
 from collections.abc import Callable
 from typing import Protocol
 
@@ -24,17 +25,20 @@ class FlushJob:
     own descriptor (whose number the OS might hand to another file) before the job runs.
     """
 
-    __slots__ = ("fd", "size", "error", "finished")
+    __slots__ = ("fd", "size", "error", "finished", "seconds")
 
     def __init__(self, fd: int, size: int) -> None:
         self.fd, self.size = os.dup(fd), size
         self.error: OSError | None = None
         self.finished = threading.Event()
+        self.seconds = 0.0  # how long the fsync took (LogFlushStats)
 
     def run(self) -> None:
         """Do the fsync. Any thread; never raises (the error is kept for the log to see)."""
+        started = time.perf_counter()
         try:
             os.fdatasync(self.fd)
+            self.seconds = time.perf_counter() - started
         except OSError as exc:
             self.error = exc
         finally:

@@ -57,6 +57,8 @@ class Log:
         self.last_flush_time = now()
         self.messages_appended = 0
         self.flush_count = 0
+        self.flush_seconds_total = 0.0
+        self.flush_seconds_max = 0.0
         # Set when the disk failed in a way that leaves the newest segment in doubt (a failed
         # fsync, or a failed write that could not be cut back): the log then refuses writes.
         self.write_error: LogWriteError | None = None
@@ -196,6 +198,8 @@ class Log:
                 pending.clear()
                 raise
             self.flush_count += 1
+            self.flush_seconds_total += job.seconds
+            self.flush_seconds_max = max(self.flush_seconds_max, job.seconds)
 
     def flush_if_due(self) -> bool:
         """Publish finished flushes; start one if data waits and the last is ``flush_interval_ms`` old."""
