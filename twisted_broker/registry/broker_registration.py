@@ -124,6 +124,7 @@ class BrokerRegistration:
     def _reregister(self):
         path = paths.broker_id_path(self.info.broker_id)
         deadline = self._clock.seconds() + self._session_timeout_s * 1.5
+        reported = False
         while not self.registered:
             try:
                 yield self._zk.create(path, self.info.encode(), ephemeral=True)
@@ -133,8 +134,10 @@ class BrokerRegistration:
                 except NoNodeError:
                     continue
                 if existing != self.info.encode():
-                    if self._clock.seconds() > deadline:
-                        log.error("broker id %d is registered by %s; retrying", self.info.broker_id, existing)
+                    if self._clock.seconds() > deadline and not reported:
+                        reported = True  # once: the retries go on quietly
+                        log.error("broker id %d is registered by %s; retrying until it goes",
+                                  self.info.broker_id, existing.decode(errors="replace"))
                     yield _sleep(self._clock, 0.5)
                     continue
             except Exception as exc:

@@ -39,7 +39,7 @@ class BrokerInfo:
     def decode(cls, broker_id: int, value: bytes) -> "BrokerInfo":
         """Parse a ``/brokers/ids/<id>`` value. Raises ValueError if it is not creator:host:port."""
         fields = value.decode("utf-8").split(":")
-        if len(fields) != 3 or not fields[2].isdigit():
+        if len(fields) != 3 or not (fields[2].isascii() and fields[2].isdigit()):
             raise ValueError(f"broker {broker_id} registration {value!r} is not creatorId:host:port")
         return cls(broker_id, fields[0], fields[1], int(fields[2]))
 

@@ -1,0 +1,192 @@
+"""Real processes for integration tests: one ZooKeeper per session, brokers per test.
+
+Each test gets a ZooKeeper chroot of its own (``/t-<uuid>``), so tests never see each other's
+registrations. Brokers are real ``twistd -n broker`` processes on loopback with ``--port 0``;
+they write the port they bound to a file. Every fixture stops what it started.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from twisted_broker.local_zookeeper import ZooKeeperServer
+
+ROOT = Path(__file__).resolve().parents[2]
+# twistd of the interpreter running the tests (twisted.scripts.twistd has no __main__ guard).
+TWISTD = [sys.executable, "-c", "from twisted.scripts.twistd import run; run()"]
+
+
+@pytest.fixture(scope="session")
+def zookeeper(tmp_path_factory) -> Iterator[ZooKeeperServer]:
+    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"), tick_time_ms=200)
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def zk_connect(zookeeper) -> str:
+    """A connect string with a fresh chroot; kazoo and brokers create it on first use."""
+    chroot = f"/t-{uuid.uuid4().hex[:12]}"
+    from kazoo.client import KazooClient
+    client = KazooClient(hosts=zookeeper.connect_string)
+    client.start(10)
+    client.ensure_path(chroot)
+    client.stop()
+    client.close()
+    return zookeeper.connect_string + chroot
+
+
+class BrokerProcess:
+    """A ``twistd -n broker`` child process. ``start()`` waits until it listens."""
+
+    def __init__(self, directory: Path, *, broker_id: int = 0, zk_connect: str | None = None,
+                 properties: dict[str, str] | None = None, extra_args: list[str] | None = None) -> None:
+        self.directory = directory
+        directory.mkdir(parents=True, exist_ok=True)
+        self.log_dir = directory / "logs"
+        self.port_file = directory / "port"
+        self.log_file = directory / "twistd.log"
+        self.stderr_file = directory / "stderr.log"
+        self.config = directory / "server.properties"
+        settings = {"brokerid": str(broker_id), "hostname": "127.0.0.1", "port": "0",
+                    "log.dir": str(self.log_dir), "num.partitions": "1",
+                    "log.flush.interval": "1", "log.default.flush.scheduler.interval.ms": "100",
+                    "enable.zookeeper": "true" if zk_connect else "false",
+                    "zk.sessiontimeout.ms": "2000", "zk.connectiontimeout.ms": "5000"}
+        if zk_connect:
+            settings["zk.connect"] = zk_connect
+        settings.update(properties or {})
+        self.config.write_text("".join(f"{key}={value}\n" for key, value in settings.items()))
+        self.broker_id = broker_id
+        self.extra_args = extra_args or []
+        self.process: subprocess.Popen | None = None
+        self.port: int | None = None
+
+    def start(self, timeout_s: float = 30.0) -> "BrokerProcess":
+        if self.port_file.exists():
+            self.port_file.unlink()
+        # stderr to a file, not a pipe nobody reads: a chatty process would block on it.
+        with self.stderr_file.open("wb") as stderr:
+            self.process = subprocess.Popen(
+                [*TWISTD, "-n", "--pidfile=", f"--logfile={self.log_file}", "broker",
+                 "--config", str(self.config), "--port-file", str(self.port_file), *self.extra_args],
+                cwd=self.directory, stdout=subprocess.DEVNULL, stderr=stderr)
+        deadline = time.monotonic() + timeout_s
+        while not (self.port_file.exists() and self.port_file.read_text().strip()):
+            if self.process.poll() is not None:
+                raise RuntimeError(f"broker exited with {self.process.returncode}: "
+                                   f"{self.stderr_file.read_text(errors='replace')}\n{self.log_tail()}")
+            if time.monotonic() > deadline:
+                self.kill()
+                raise TimeoutError(f"broker did not listen within {timeout_s} s\n{self.log_tail()}")
+            time.sleep(0.05)
+        self.port = int(self.port_file.read_text())
+        return self
+
+    def stop(self, timeout_s: float = 20.0) -> int:
+        """SIGTERM (a clean shutdown) and wait; return the exit status (twistd re-raises the
+        signal after stopping cleanly, so a clean stop is -SIGTERM)."""
+        if self.process is None or self.process.poll() is not None:
+            return self.process.returncode if self.process else 0
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise
+
+    def kill(self) -> None:
+        """SIGKILL: a crash, no clean-shutdown marker."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+    def connect(self, timeout_s: float = 10.0) -> "WireClient":
+        return WireClient(("127.0.0.1", self.port), timeout_s)
+
+    def log_tail(self, max_bytes: int = 4000) -> str:
+        try:
+            return self.log_file.read_text(errors="replace")[-max_bytes:]
+        except FileNotFoundError:
+            return "(no log)"
+
+
+class WireClient:
+    """A raw-socket Kafka 0.7 client for tests: send request bytes, read whole responses."""
+
+    def __init__(self, address: tuple[str, int], timeout_s: float) -> None:
+        self.sock = socket.create_connection(address, timeout=timeout_s)
+
+    def send(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def read_exactly(self, count: int) -> bytes:
+        chunks, remaining = [], count
+        while remaining:
+            chunk = self.sock.recv(min(remaining, 1 << 20))
+            if not chunk:
+                raise ConnectionError(f"connection closed with {remaining} of {count} bytes unread")
+            chunks.append(chunk)
+            remaining -= len(chunk)
+        return b"".join(chunks)
+
+    def response(self) -> bytes:
+        """One response frame's body (error code first), without its size."""
+        (size,) = struct.unpack(">i", self.read_exactly(4))
+        return self.read_exactly(size)
+
+    def request(self, data: bytes) -> bytes:
+        self.send(data)
+        return self.response()
+
+    def is_closed_by_peer(self, timeout_s: float = 5.0) -> bool:
+        """True if the broker closes the connection (EOF or reset) within the timeout."""
+        self.sock.settimeout(timeout_s)
+        try:
+            return self.sock.recv(1) == b""
+        except ConnectionResetError:
+            return True
+        except socket.timeout:
+            return False
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> "WireClient":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+@pytest.fixture
+def broker_factory(tmp_path) -> Iterator:
+    """``broker_factory(name, **options)`` starts a broker; all are stopped after the test."""
+    started: list[BrokerProcess] = []
+
+    def start(name: str = "broker", **options) -> BrokerProcess:
+        broker = BrokerProcess(tmp_path / name, **options)
+        started.append(broker)
+        return broker.start()
+
+    yield start
+    for broker in started:
+        broker.kill()
+
+
+@pytest.fixture
+def broker(broker_factory) -> BrokerProcess:
+    """One broker without ZooKeeper, flushing after every message."""
+    return broker_factory()
