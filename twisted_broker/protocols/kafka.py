@@ -69,14 +69,19 @@ class KafkaServerProtocol(Protocol):
         try:
             self._frames.extend(self._decoder.feed(data))
         except FrameTooLarge as exc:
-            self._refuse(str(exc))
-            return
+            # 0.7 reads one request at a time: the requests before the bad size are served
+            # first, whether or not they arrived in the same read; then the connection closes.
+            self._frames.extend(exc.frames)
+            self._frames.append(exc)
         self._serve()
 
     def _serve(self) -> None:
         """Handle queued frames in order until one needs streaming or the queue is empty."""
         while self._frames and not self._busy and not self._closing:
             frame = self._frames.popleft()
+            if isinstance(frame, FrameTooLarge):
+                self._refuse(str(frame))
+                return
             started = time.perf_counter()
             try:
                 request = decode_request(frame)
@@ -133,8 +138,11 @@ class KafkaServerProtocol(Protocol):
         pieces.clear()
         self._busy = False
         if not self._closing:
-            log.warning("closing connection from %s: streaming a fetch response failed: %s",
-                        self._peer(), failure.getErrorMessage())
+            # A consumer hanging up mid-response is routine; anything else is worth a warning.
+            quiet = failure.check(BrokenPipeError, ConnectionResetError, ConnectionError)
+            (log.debug if quiet else log.warning)(
+                "closing connection from %s: streaming a fetch response failed: %s",
+                self._peer(), failure.getErrorMessage())
             self._closing = True
             self.transport.loseConnection()
 

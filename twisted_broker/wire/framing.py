@@ -16,9 +16,12 @@ _SIZE = struct.Struct(">i")
 class FrameTooLarge(ValueError):
     """A frame's size field is negative, zero when not allowed, or above the limit."""
 
-    def __init__(self, size: int, max_size: int) -> None:
+    def __init__(self, size: int, max_size: int, frames: list[bytes | memoryview] | None = None) -> None:
         super().__init__(f"frame size {size} is outside [1, {max_size}]")
         self.size, self.max_size = size, max_size
+        # The complete frames that came before the bad size in the same feed, in order: a
+        # peer's requests are served in order up to the bad one, however the bytes were split.
+        self.frames = frames or []
 
 
 class FrameDecoder:
@@ -40,7 +43,10 @@ class FrameDecoder:
         return _SIZE.unpack_from(self._buf, 0)[0]
 
     def feed(self, data: bytes) -> list[bytes | memoryview]:
-        """Buffer ``data``; return the frames it completes, in order. Raises FrameTooLarge."""
+        """Buffer ``data``; return the frames it completes, in order.
+
+        Raises FrameTooLarge at a bad size field; its ``frames`` are the complete frames before it.
+        """
         buf = self._buf
         buf += data
         end = len(buf)
@@ -53,17 +59,21 @@ class FrameDecoder:
                 return [memoryview(buf)[4:]]
         frames: list[bytes | memoryview] = []
         pos = 0
+        error = None
         with memoryview(buf) as view:
             while end - pos >= 4:
                 (size,) = _SIZE.unpack_from(view, pos)
                 if not self._min_size <= size <= self._max_size:
-                    raise FrameTooLarge(size, self._max_size)
+                    error = FrameTooLarge(size, self._max_size, frames)
+                    break
                 if end < pos + 4 + size:
                     break
                 frames.append(view[pos + 4:pos + 4 + size].tobytes())
                 pos += 4 + size
         if pos:
             del buf[:pos]  # one trim per call keeps big frames O(n)
+        if error is not None:  # raised after the trim: its frames are never returned again
+            raise error
         return frames
 
 
