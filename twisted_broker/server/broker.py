@@ -14,7 +14,7 @@ import random
 from collections.abc import Callable
 
 from twisted_broker.errors import (
-    InvalidFetchSize, InvalidMessage, InvalidTopic, LogWriteError, MessageSizeTooLarge,
+    InvalidFetchSize, InvalidMessage, InvalidTopic, MessageSizeTooLarge,
     OffsetOutOfRange, UnknownError, WrongPartition,
 )
 from twisted_broker.server.stats import BrokerStats
@@ -86,7 +86,7 @@ class Broker:
         except (InvalidTopic, WrongPartition, InvalidMessage) as exc:
             self._failed_produce(topic)
             raise CloseConnection(f"produce to {topic!r} partition {request.partition}: {exc}") from exc
-        except LogWriteError as exc:
+        except OSError as exc:  # LogWriteError, or the log directory could not be created
             # The producer has no other way to learn that its messages were not stored.
             self._failed_produce(topic)
             log.error("append to %s-%s failed: %s", topic, partition, exc)

@@ -80,11 +80,15 @@ class Log:
     @property
     def end_offset(self) -> int:
         """The offset just past the flushed data: where a caught-up consumer fetches."""
+        if self._pending:
+            self._reap()
         return self._segments[-1].end
 
     @property
     def size(self) -> int:
         """Flushed bytes held in all segments."""
+        if self._pending:
+            self._reap()
         return sum(segment.flushed_size for segment in self._segments)
 
     def read(self, offset: int, max_size: int) -> FileRegion | None:
@@ -183,20 +187,25 @@ class Log:
         for _segment, job in self._pending:
             job.finished.wait()
         self._reap()
+        if self.write_error is not None:
+            raise self.write_error
 
     def _reap(self) -> None:
-        """Publish the flushes that finished, oldest first, so visibility only moves forward."""
+        """Publish the flushes that finished, oldest first, so visibility only moves forward.
+
+        A failed fsync is recorded, not raised: after it the kernel may have dropped the dirty
+        pages, so nothing past the flushed size can be trusted and the log refuses writes.
+        """
         pending = self._pending
         while pending and pending[0][1].finished.is_set():
             segment, job = pending.popleft()
             try:
                 segment.flushed(job)
             except LogWriteError as exc:
-                # After a failed fsync the kernel may have dropped the dirty pages: nothing
-                # past the flushed size can be trusted, so stop writing to this log.
+                log.error("%s: %s; the log refuses writes from now on", self.name, exc)
                 self.write_error = exc
                 pending.clear()
-                raise
+                return
             self.flush_count += 1
             self.flush_seconds_total += job.seconds
             self.flush_seconds_max = max(self.flush_seconds_max, job.seconds)
