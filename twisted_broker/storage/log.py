@@ -253,6 +253,8 @@ class Log:
         offset, so the partition keeps its offsets; if it is already empty it is kept and
         touched instead.
         """
+        if self._pending:
+            self._reap()
         segments = self._segments
         expire_before = now - self.policy.retention_ms / 1000
         count = 0
