@@ -37,6 +37,7 @@ class KafkaServerProtocol(Protocol):
         self._decoder = FrameDecoder(max_request_size)
         self._frames: deque = deque()
         self._busy = False  # a response is being streamed
+        self._paused = False  # reading stopped because requests arrived while busy
         self._closing = False
         self._buffer_sizes = (send_buffer_bytes, receive_buffer_bytes)
 
@@ -66,6 +67,11 @@ class KafkaServerProtocol(Protocol):
         if self._closing:
             return
         self._stats.bytes_read.add(len(data))
+        if self._busy and not self._paused:
+            # A pipelining client: read nothing more until this response is out, so it cannot
+            # make us buffer without bound. (Not done per response: 2 epoll calls each.)
+            self._paused = True
+            self.transport.pauseProducing()
         try:
             self._frames.extend(self._decoder.feed(data))
         except FrameTooLarge as exc:
@@ -98,7 +104,6 @@ class KafkaServerProtocol(Protocol):
                 self._stats.record(request_type, time.perf_counter() - started)
                 continue
             self._busy = True
-            self.transport.pauseProducing()  # read nothing more until this response is out
             self._stream(deque(pieces), request_type, started)
 
     def _write_bytes(self, pieces: list[Piece]) -> None:
@@ -128,7 +133,9 @@ class KafkaServerProtocol(Protocol):
         self._stats.record(request_type, time.perf_counter() - started)
         self._busy = False
         if not self._closing:
-            self.transport.resumeProducing()
+            if self._paused:
+                self._paused = False
+                self.transport.resumeProducing()
             self._serve()
 
     def _stream_failed(self, pieces: deque, failure) -> None:

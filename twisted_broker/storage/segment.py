@@ -137,6 +137,8 @@ class Segment:
             raise LogWriteError(job.error.errno, f"{self.path}: fsync failed: {job.error.strerror}") from job.error
         if job.size > self.flushed_size:
             self.flushed_size = job.size
+            if job.size > self._index[-1]:
+                self._index.append(job.size)  # appends end on boundaries: a caught-up reader's next offset
 
     def truncate(self, size: int) -> None:
         """Cut the file to ``size`` bytes (a message boundary); used by recovery."""
@@ -171,6 +173,10 @@ class Segment:
         else:
             return position  # not a message start: answer raw bytes, as 0.7 does
         found, end = self._walk(start, limit)
+        if end > (found[-1] if found else start):
+            # The region's end is where this reader (a sequential consumer) fetches next:
+            # knowing it spares that fetch the check of an unknown offset.
+            found.append(end)
         if found:
             # Every known boundary ≤ limit is ≤ start, so the new ones slot in right after start.
             slot = bisect_right(index, start)
