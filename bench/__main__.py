@@ -1,0 +1,25 @@
+"""``python -m bench [NAME...]``: run the named benchmarks (all by default)."""
+
+from __future__ import annotations
+
+import argparse
+
+from bench import broker_bench, crc_bench, log_bench
+
+BENCHMARKS = {"crc": crc_bench.run, "log": log_bench.run, "broker": broker_bench.run}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("names", nargs="*", metavar="NAME",
+                        help=f"benchmarks to run: {', '.join(BENCHMARKS)} (default: all)")
+    args = parser.parse_args()
+    unknown = set(args.names) - set(BENCHMARKS)
+    if unknown:
+        parser.error(f"unknown benchmark {', '.join(sorted(unknown))}; choose from {', '.join(BENCHMARKS)}")
+    for name in args.names or BENCHMARKS:
+        BENCHMARKS[name]()
+
+
+if __name__ == "__main__":
+    main()
