@@ -40,8 +40,8 @@ class Options(usage.Options):
         ["zk", None, None, "ZooKeeper connect string host:port[,...][/chroot] (overrides zk.connect)"],
         ["listen", None, None, "Twisted endpoint of the wire protocol, e.g. ssl:9092:privateKey=k.pem "
                                "(default tcp:<port>:interface=<hostname or 127.0.0.1>)"],
-        ["webui", None, "none", "endpoint of the embedded admin site (comes with issue 4/7)"],
-        ["debug", None, "none", "endpoint of the debug port (comes with issue 4/7)"],
+        ["webui", None, "none", "endpoint of the embedded admin site (not built yet: only 'none')"],
+        ["debug", None, "none", "endpoint of the debug port (not built yet: only 'none')"],
         ["port-file", None, None, "write the bound port to this file once started (for tests)"],
     ]
     optFlags = [["no-zk", None, "run without ZooKeeper (enable.zookeeper=false)"]]
@@ -55,6 +55,9 @@ class Options(usage.Options):
         return result
 
     def postOptions(self) -> None:
+        for option in ("webui", "debug"):
+            if self[option] != "none":  # refused rather than ignored: the user asked for a port
+                raise usage.UsageError(f"--{option}: the admin site and debug port are not built yet")
         # The config warns about unknown keys. Those warnings belong in twistd's log, which
         # keeps events until it opens, not on a stderr that a daemon closes; if the config is
         # refused the log never opens, so they go with the error (brokerId=0 -> brokerid).
