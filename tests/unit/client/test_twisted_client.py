@@ -1,0 +1,141 @@
+"""KafkaClientProtocol and the Twisted clients over a StringTransport: responses matched by
+order, fed whole and byte by byte; produce flow control; lost connections; timeouts."""
+
+import struct
+
+import pytest
+from twisted.internet import task
+from twisted.internet.defer import TimeoutError as DeferredTimeoutError
+from twisted.internet.error import ConnectionDone
+from twisted.internet.testing import StringTransport
+from twisted.python.failure import Failure
+
+from twisted_broker.client.errors import UnexpectedResponse
+from twisted_broker.client.fetched_message_set import FetchedMessageSet
+from twisted_broker.client.twisted_client import KafkaClientProtocol, TwistedProducer, TwistedSimpleConsumer
+from twisted_broker.errors import MessageSizeTooLarge, OffsetOutOfRange
+from twisted_broker.wire.message_set import encode_message_set
+from twisted_broker.wire.requests import FetchRequest, OffsetRequest, ProduceRequest, encode_request
+
+MESSAGES = encode_message_set([b"hello"])
+FETCH_RESPONSE = struct.pack(">ih", 2 + len(MESSAGES), 0) + MESSAGES
+OFFSETS_RESPONSE = (b"\x00\x00\x00\x16" b"\x00\x00"           # size 22, no error
+                    b"\x00\x00\x00\x02"                        # two offsets
+                    b"\x00\x00\x00\x00\x00\x00\x00\x10" b"\x00\x00\x00\x00\x00\x00\x00\x00")
+
+
+def connected(max_response_bytes: int = 1 << 20) -> tuple[KafkaClientProtocol, StringTransport]:
+    protocol, transport = KafkaClientProtocol(max_response_bytes), StringTransport()
+    protocol.makeConnection(transport)
+    return protocol, transport
+
+
+def results(d):
+    out = []
+    d.addBoth(out.append)
+    return out
+
+
+@pytest.mark.parametrize("byte_by_byte", [False, True])
+def test_responses_fire_the_requests_in_order(byte_by_byte):
+    protocol, transport = connected()
+    first, second = results(protocol.request(b"req1")), results(protocol.request(b"req2"))
+    assert transport.value() == b"req1req2"  # written back to back, without waiting
+    data = FETCH_RESPONSE + b"\x00\x00\x00\x02\x00\x01"
+    chunks = [data[i:i + 1] for i in range(len(data))] if byte_by_byte else [data]
+    for chunk in chunks:
+        protocol.dataReceived(chunk)
+    assert [(e, bytes(b)) for e, b in first] == [(0, MESSAGES)]
+    assert [(e, bytes(b)) for e, b in second] == [(1, b"")]
+
+
+def test_a_lost_connection_fails_what_waits_and_what_comes_after():
+    protocol, _transport = connected()
+    waiting = results(protocol.request(b"req"))
+    protocol.connectionLost(Failure(ConnectionDone()))
+    assert waiting[0].check(ConnectionDone)
+    assert results(protocol.request(b"later"))[0].check(ConnectionDone)
+    assert results(protocol.send(b"produce"))[0].check(ConnectionDone)
+
+
+def test_a_response_to_no_request_aborts_the_connection():
+    protocol, transport = connected()
+    protocol.dataReceived(b"\x00\x00\x00\x02\x00\x00")
+    assert transport.disconnecting or transport.disconnected
+    assert results(protocol.request(b"req"))[0].check(UnexpectedResponse)
+
+
+def test_an_oversize_response_fails_the_waiting_request_after_serving_the_ones_before():
+    protocol, _transport = connected(max_response_bytes=100)
+    first, second = results(protocol.request(b"a")), results(protocol.request(b"b"))
+    protocol.dataReceived(b"\x00\x00\x00\x02\x00\x00" + struct.pack(">i", 1000))
+    assert first[0][0] == 0
+    assert second[0].check(UnexpectedResponse)
+
+
+def test_send_fires_at_once_unless_the_transport_asked_to_pause():
+    protocol, transport = connected()
+    assert results(protocol.send(b"p1")) == [None]
+    protocol.pauseProducing()
+    later = results(protocol.send(b"p2"))
+    assert later == [] and transport.value() == b"p1p2"  # written, waiting for the buffer to drain
+    protocol.resumeProducing()
+    assert later == [None]
+
+
+def test_close_fires_when_the_connection_is_closed():
+    protocol, transport = connected()
+    closed = results(protocol.close())
+    assert transport.disconnecting and closed == []
+    protocol.connectionLost(Failure(ConnectionDone()))
+    assert closed == [None]
+
+
+# --- TwistedProducer / TwistedSimpleConsumer --------------------------------------------------
+
+def test_twisted_producer_writes_a_produce_request():
+    protocol, transport = connected()
+    done = results(TwistedProducer(protocol).send("test", 0, [b"hello"]))
+    assert done == [None]
+    assert transport.value() == encode_request(ProduceRequest("test", 0, MESSAGES))
+
+
+def test_twisted_producer_refuses_an_oversize_payload_without_writing():
+    protocol, transport = connected()
+    failed = results(TwistedProducer(protocol, max_message_size=4).send("test", 0, [b"hello"]))
+    assert failed[0].check(MessageSizeTooLarge)
+    assert transport.value() == b""
+
+
+def test_twisted_consumer_fetch_and_offsets():
+    protocol, transport = connected()
+    consumer = TwistedSimpleConsumer(protocol, task.Clock())
+    request = FetchRequest("test", 0, 0, 1 << 20)
+    fetched = results(consumer.fetch(request))
+    offsets = results(consumer.get_offsets_before("test", 0, -1, 2))
+    assert transport.value() == encode_request(request) + encode_request(OffsetRequest("test", 0, -1, 2))
+    protocol.dataReceived(FETCH_RESPONSE + OFFSETS_RESPONSE)
+    [fetched_set] = fetched
+    assert isinstance(fetched_set, FetchedMessageSet)
+    assert [(o, n, bytes(m.payload)) for o, n, m in fetched_set] == [(0, 15, b"hello")]
+    assert offsets == [[16, 0]]
+
+
+def test_twisted_consumer_error_codes_travel_in_the_fetched_set():
+    protocol, _transport = connected()
+    fetched = results(TwistedSimpleConsumer(protocol, task.Clock()).fetch(FetchRequest("t", 0, 99, 10)))
+    protocol.dataReceived(b"\x00\x00\x00\x02\x00\x01")
+    with pytest.raises(OffsetOutOfRange):
+        fetched[0].check()
+
+
+def test_a_timed_out_response_is_dropped_when_it_comes_and_the_next_one_is_still_matched():
+    clock = task.Clock()
+    protocol, _transport = connected()
+    consumer = TwistedSimpleConsumer(protocol, clock, socket_timeout_ms=1000)
+    slow = results(consumer.fetch(FetchRequest("t", 0, 0, 100)))
+    clock.advance(1.5)
+    assert slow[0].check(DeferredTimeoutError)
+    following = results(consumer.get_offsets_before("t", 0, -1, 2))
+    protocol.dataReceived(FETCH_RESPONSE + OFFSETS_RESPONSE)  # the late fetch response, then ours
+    assert following == [[16, 0]]
