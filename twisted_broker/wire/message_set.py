@@ -211,6 +211,18 @@ def valid_bytes(buf: Buffer) -> int:
     return pos
 
 
+def _checked_entry(view: memoryview, pos: int, end: int) -> tuple[int, Message] | None:
+    """(next position, message) of the entry at ``pos``; None for a partial tail; raises if bad."""
+    error = _entry_error(view, pos, end)
+    if error is not None:
+        if isinstance(error, TruncatedMessage):
+            return None
+        raise error
+    stop = pos + 4 + _unpack_length(view, pos)[0]
+    magic, attributes, crc, start = _payload_bounds(view, pos)
+    return stop, Message(magic, attributes, crc, view[start:stop])
+
+
 def iter_entries(buf: Buffer, base_offset: int = 0) -> Iterator[tuple[int, int, Message]]:
     """Yield ``(offset, next_offset, message)`` for each complete top-level entry.
 
@@ -221,14 +233,11 @@ def iter_entries(buf: Buffer, base_offset: int = 0) -> Iterator[tuple[int, int, 
     end = len(view)
     pos = 0
     while end - pos >= LENGTH_BYTES:
-        error = _entry_error(view, pos, end)
-        if error is not None:
-            if isinstance(error, TruncatedMessage):
-                return
-            raise error
-        stop = pos + 4 + _unpack_length(view, pos)[0]
-        magic, attributes, crc, start = _payload_bounds(view, pos)
-        yield base_offset + pos, base_offset + stop, Message(magic, attributes, crc, view[start:stop])
+        entry = _checked_entry(view, pos, end)
+        if entry is None:
+            return
+        stop, message = entry
+        yield base_offset + pos, base_offset + stop, message
         pos = stop
 
 
@@ -258,14 +267,10 @@ def iter_messages(buf: Buffer, base_offset: int = 0,
                        Message(MAGIC_1, attributes, crc, view[pos + 10:stop]))
                 pos = stop
                 continue
-        error = _entry_error(view, pos, end)
-        if error is not None:
-            if isinstance(error, TruncatedMessage):
-                return
-            raise error
-        stop = pos + 4 + _unpack_length(view, pos)[0]
-        magic, attributes, crc, start = _payload_bounds(view, pos)
-        message = Message(magic, attributes, crc, view[start:stop])
+        entry = _checked_entry(view, pos, end)
+        if entry is None:
+            return
+        stop, message = entry
         if not message.codec:
             yield base_offset + pos, base_offset + stop, message
         else:
