@@ -9,57 +9,21 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
 
+from tests.integration.conftest import TWISTD
+from tests.integration.polling import fetch_payloads, produce_payloads, wait_for, wait_for_payloads
 from twisted_broker.local_zookeeper import ZooKeeperServer, free_port
 from twisted_broker.storage.log_manager import CLEAN_SHUTDOWN_MARKER
-from twisted_broker.wire.message_set import encode_message_set, iter_messages
-from twisted_broker.wire.requests import FetchRequest, OffsetRequest, ProduceRequest, encode_request
-from twisted_broker.wire.responses import decode_error_and_body
 
-TWISTD = [sys.executable, "-c", "from twisted.scripts.twistd import run; run()"]
 MARKER = CLEAN_SHUTDOWN_MARKER
 
 
 # -- helpers ---------------------------------------------------------------------------------
-
-def wait_for(predicate, what: str, timeout_s: float = 10.0, interval_s: float = 0.05):
-    """Poll ``predicate`` until it returns something truthy, and return that; fail after timeout_s."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        result = predicate()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(interval_s)
-
-
-def produce(broker, topic: str, partition: int, payloads: list[bytes]) -> None:
-    """Send one Produce; the Offsets request after it is answered once the produce was handled."""
-    with broker.connect() as client:
-        client.send(encode_request(ProduceRequest(topic, partition, encode_message_set(payloads))))
-        client.request(encode_request(OffsetRequest(topic, partition, -1, 1)))
-
-
-def fetch_payloads(broker, topic: str, partition: int) -> list[bytes]:
-    with broker.connect() as client:
-        error, body = decode_error_and_body(
-            client.request(encode_request(FetchRequest(topic, partition, 0, 1 << 20))))
-    assert error == 0
-    return [bytes(message.payload) for _o, _n, message in iter_messages(body)]
-
-
-def wait_for_payloads(broker, topic: str, partition: int, expected: list[bytes]) -> None:
-    """Wait until a fetch from offset 0 returns ``expected`` (brokers flush on a thread)."""
-    wait_for(lambda: fetch_payloads(broker, topic, partition) == expected,
-             f"{expected} in {topic}-{partition}")
-
 
 def last_run_log(broker) -> str:
     """The broker's log since its latest start (twistd appends to one file across runs)."""
@@ -92,7 +56,7 @@ def zk(zk_connect) -> KazooClient:
 
 def test_unknown_config_key_is_logged_as_a_warning_and_the_broker_starts(broker_factory):
     broker = broker_factory(properties={"log.flush.intervall": "1"})  # a typo
-    produce(broker, "t", 0, [b"x"])
+    produce_payloads(broker, "t", 0, [b"x"])
     wait_for_payloads(broker, "t", 0, [b"x"])
     warnings = [line for line in broker.log_tail(20000).splitlines() if "unknown key" in line]
     assert len(warnings) == 1 and "#warn]" in warnings[0]
@@ -134,7 +98,7 @@ def test_refused_config_error_also_names_the_unknown_keys(tmp_path):
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_sigterm_and_sigint_stop_cleanly_and_leave_the_marker(broker_factory, signum):
     broker = broker_factory()
-    produce(broker, "t", 0, [b"kept"])
+    produce_payloads(broker, "t", 0, [b"kept"])
     wait_for_payloads(broker, "t", 0, [b"kept"])
     assert not (broker.log_dir / MARKER).exists()
 
@@ -152,7 +116,7 @@ def test_sigterm_and_sigint_stop_cleanly_and_leave_the_marker(broker_factory, si
 
 def test_kill_9_leaves_no_marker_and_the_next_start_recovers(broker_factory):
     broker = broker_factory()
-    produce(broker, "t", 0, [b"kept"])
+    produce_payloads(broker, "t", 0, [b"kept"])
     wait_for_payloads(broker, "t", 0, [b"kept"])
 
     broker.kill()
@@ -174,7 +138,7 @@ def test_command_line_overrides_port_broker_id_log_dir_and_zk(broker_factory, zk
                     "--zk", zk_connect])
 
     assert broker.port == port
-    produce(broker, "t", 0, [b"x"])
+    produce_payloads(broker, "t", 0, [b"x"])
     wait_for_payloads(broker, "t", 0, [b"x"])
     assert (elsewhere / "t-0").is_dir()
     assert not broker.log_dir.exists()
@@ -186,7 +150,7 @@ def test_command_line_overrides_port_broker_id_log_dir_and_zk(broker_factory, zk
 
 def test_no_zk_flag_runs_without_zookeeper_although_zk_connect_is_set(broker_factory, zk_connect, zk):
     broker = broker_factory(zk_connect=zk_connect, extra_args=["--no-zk"])
-    produce(broker, "t", 0, [b"x"])
+    produce_payloads(broker, "t", 0, [b"x"])
     wait_for_payloads(broker, "t", 0, [b"x"])
     assert zk.get_children("/") == []
     assert "kazoo" not in broker.log_tail(20000)
@@ -198,7 +162,7 @@ def test_broker_starts_without_a_reachable_zookeeper_and_registers_when_one_appe
     port = free_port()  # nothing listens here yet
     starting = time.monotonic()
     broker = broker_factory(zk_connect=f"127.0.0.1:{port}", properties={"zk.connectiontimeout.ms": "500"})
-    produce(broker, "t", 0, [b"x"])
+    produce_payloads(broker, "t", 0, [b"x"])
     wait_for_payloads(broker, "t", 0, [b"x"])
     # Waits zk.connectiontimeout.ms (0.5 s) for ZooKeeper, not forever; slack for a busy machine.
     assert time.monotonic() - starting < 6.0

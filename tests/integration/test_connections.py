@@ -15,58 +15,11 @@ import time
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 
+from tests.integration.polling import latest_offset, wait_for_end
+from tests.integration.spec_encoding import MB, fetch, fetch_response, message_set_of, offsets, produce
 
-MB = 1 << 20
-
-
-def message(payload: bytes) -> bytes:
-    return struct.pack(">BBI", 1, 0, zlib.crc32(payload) & 0xFFFFFFFF) + payload
-
-
-def message_set(*payloads: bytes) -> bytes:
-    return b"".join(struct.pack(">i", 6 + len(p)) + message(p) for p in payloads)
-
-
-def string16(text: str) -> bytes:
-    raw = text.encode("ascii")
-    return struct.pack(">h", len(raw)) + raw
-
-
-def request(request_type: int, body: bytes) -> bytes:
-    return struct.pack(">ih", 2 + len(body), request_type) + body
-
-
-def produce(topic: str, partition: int, messages: bytes) -> bytes:
-    return request(0, string16(topic) + struct.pack(">ii", partition, len(messages)) + messages)
-
-
-def fetch(topic: str, partition: int = 0, offset: int = 0, max_size: int = MB) -> bytes:
-    return request(1, string16(topic) + struct.pack(">iqi", partition, offset, max_size))
-
-
-def offsets(topic: str, partition: int = 0, time_ms: int = -1, max_offsets: int = 1) -> bytes:
-    return request(4, string16(topic) + struct.pack(">iqi", partition, time_ms, max_offsets))
-
-
-def fetch_response(messages: bytes, error: int = 0) -> bytes:
-    return struct.pack(">ih", 2 + len(messages), error) + messages
-
-
-def latest_offset(client, topic: str, partition: int = 0) -> int:
-    body = client.request(offsets(topic, partition))
-    error, count, offset = struct.unpack(">hiq", body)
-    assert (error, count) == (0, 1)
-    return offset
-
-
-def wait_for_end(client, topic: str, end: int, partition: int = 0, timeout_s: float = 10.0) -> int:
-    """Poll Offsets(-1) until the visible end reaches ``end``; return it."""
-    deadline = time.monotonic() + timeout_s
-    while (latest := latest_offset(client, topic, partition)) < end:
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{topic}-{partition} end stayed at {latest}, expected {end}")
-        time.sleep(0.002)
-    return latest
+# These tests produce megabytes: they wait longer for the visible end than wait_for_end's default.
+VISIBLE_WITHIN_S = 10.0
 
 
 def bytes_waiting(sock: socket.socket) -> int:
@@ -120,11 +73,11 @@ def produce_backlog(client, topic: str, total_bytes: int, payload_bytes: int = 1
         payloads = [index.to_bytes(8, "big") + os.urandom(payload_bytes - 8)
                     for index in range(index, index + per_request)]
         index += per_request
-        sets.append(message_set(*payloads))
+        sets.append(message_set_of(*payloads))
         client.send(produce(topic, 0, sets[-1]))
         produced_bytes += len(sets[-1])
     log_bytes = b"".join(sets)
-    assert wait_for_end(client, topic, len(log_bytes)) == len(log_bytes)
+    assert wait_for_end(client, topic, len(log_bytes), timeout_s=VISIBLE_WITHIN_S) == len(log_bytes)
     return log_bytes
 
 
@@ -143,11 +96,11 @@ def assert_valid_entries(data: bytes) -> int:
 # --- partial reads and pipelining ---------------------------------------------------------
 
 def test_requests_sent_one_byte_at_a_time_get_exactly_one_answer(broker):
-    sent = message_set(b"hello")
+    sent = message_set_of(b"hello")
     with broker.connect() as client:
         client.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         send_byte_by_byte(client, produce("bytewise", 0, sent))
-        wait_for_end(client, "bytewise", len(sent))
+        wait_for_end(client, "bytewise", len(sent), timeout_s=VISIBLE_WITHIN_S)
         send_byte_by_byte(client, fetch("bytewise") + offsets("bytewise", 0, -1, 1))
         assert client.read_exactly(4 + 2 + len(sent)) == fetch_response(sent)
         assert client.read_exactly(18) == struct.pack(">ihiq", 14, 0, 1, len(sent))
@@ -155,14 +108,14 @@ def test_requests_sent_one_byte_at_a_time_get_exactly_one_answer(broker):
 
 
 def test_pipelined_requests_are_answered_in_order(broker):
-    small = {topic: message_set(topic.encode() * 3) for topic in ("p-a", "p-b", "p-c")}
-    big = message_set(*(bytes([i]) * 500_000 for i in range(3)))  # streamed: 1.5 MB
+    small = {topic: message_set_of(topic.encode() * 3) for topic in ("p-a", "p-b", "p-c")}
+    big = message_set_of(*(bytes([i]) * 500_000 for i in range(3)))  # streamed: 1.5 MB
     with broker.connect() as client:
         for topic, messages in small.items():
             client.send(produce(topic, 0, messages))
         client.send(produce("p-big", 0, big))
         for topic, messages in [*small.items(), ("p-big", big)]:
-            wait_for_end(client, topic, len(messages))
+            wait_for_end(client, topic, len(messages), timeout_s=VISIBLE_WITHIN_S)
         pipeline = [(fetch("p-big", max_size=4 * MB), fetch_response(big)),
                     (fetch("p-c"), fetch_response(small["p-c"])),
                     (offsets("p-a"), struct.pack(">ihiq", 14, 0, 1, len(small["p-a"]))),
@@ -183,7 +136,7 @@ def test_200_concurrent_connections_each_produce_and_fetch_their_own_topic(broke
 
     def client_session(index: int) -> tuple[bytes, bytes]:
         topic = f"many-{index}"
-        messages = message_set(b"client %d" % index, b"x" * index)
+        messages = message_set_of(b"client %d" % index, b"x" * index)
         with broker.connect(timeout_s=30) as client:
             ready.wait()  # all 200 connections are open at once
             client.send(produce(topic, 0, messages))
@@ -221,8 +174,8 @@ def test_slow_reader_does_not_block_other_clients(broker_factory):
         slow.sendall(fetch("slow", max_size=64 * MB))
         assert recv_exactly(slow, 6) == struct.pack(">ih", 2 + len(log_bytes), 0)  # it is streaming
         with broker.connect(timeout_s=5) as other:  # served while the slow response is stuck
-            other.send(produce("other", 0, message_set(b"meanwhile")))
-            wait_for_end(other, "other", 19)
+            other.send(produce("other", 0, message_set_of(b"meanwhile")))
+            wait_for_end(other, "other", 19, timeout_s=VISIBLE_WITHIN_S)
             assert other.request(fetch("slow", max_size=20)) == b"\x00\x00" + log_bytes[:20]
         assert bytes_waiting(slow) < len(log_bytes)  # the slow response was still incomplete
         data = recv_exactly(slow, len(log_bytes))

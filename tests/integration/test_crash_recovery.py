@@ -8,67 +8,16 @@ clean stop (SIGTERM) leaves ``.kafka_cleanshutdown`` and the next start skips re
 from __future__ import annotations
 
 import signal
-import struct
-import time
-import zlib
 
 import pytest
+
+from tests.integration.polling import fetch_all, latest_offset, wait_for_end
+from tests.integration.spec_encoding import fetch, message_set_of, produce
 
 MARKER = ".kafka_cleanshutdown"
 TOPIC = "durable"
 
-
-def message(payload: bytes) -> bytes:
-    return struct.pack(">BBI", 1, 0, zlib.crc32(payload) & 0xFFFFFFFF) + payload
-
-
-def message_set(*payloads: bytes) -> bytes:
-    return b"".join(struct.pack(">i", 6 + len(p)) + message(p) for p in payloads)
-
-
-def string16(text: str) -> bytes:
-    raw = text.encode("ascii")
-    return struct.pack(">h", len(raw)) + raw
-
-
-def request(request_type: int, body: bytes) -> bytes:
-    return struct.pack(">ih", 2 + len(body), request_type) + body
-
-
-def produce(topic: str, partition: int, messages: bytes) -> bytes:
-    return request(0, string16(topic) + struct.pack(">ii", partition, len(messages)) + messages)
-
-
-def fetch(topic: str, partition: int = 0, offset: int = 0, max_size: int = 1 << 20) -> bytes:
-    return request(1, string16(topic) + struct.pack(">iqi", partition, offset, max_size))
-
-
-def offsets(topic: str, partition: int = 0, time_ms: int = -1, max_offsets: int = 1) -> bytes:
-    return request(4, string16(topic) + struct.pack(">iqi", partition, time_ms, max_offsets))
-
-
-def latest_offset(client, topic: str = TOPIC, partition: int = 0) -> int:
-    error, count, offset = struct.unpack(">hiq", client.request(offsets(topic, partition)))
-    assert (error, count) == (0, 1)
-    return offset
-
-
-def wait_for_end(client, end: int, topic: str = TOPIC, timeout_s: float = 5.0) -> int:
-    deadline = time.monotonic() + timeout_s
-    while (latest := latest_offset(client, topic)) < end:
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{topic} end stayed at {latest}, expected {end}")
-        time.sleep(0.002)
-    return latest
-
-
-def fetch_all(client, topic: str = TOPIC, offset: int = 0) -> bytes:
-    body = client.request(fetch(topic, offset=offset))
-    assert body[:2] == b"\x00\x00"
-    return body[2:]
-
-
-ENTRIES = [message_set(b"message %d " % i + b"." * i) for i in range(10)]
+ENTRIES = [message_set_of(b"message %d " % i + b"." * i) for i in range(10)]
 VISIBLE = b"".join(ENTRIES)
 
 
@@ -81,8 +30,8 @@ def produce_visible_then_kill(broker) -> None:
     with broker.connect() as client:
         for entry in ENTRIES:
             client.send(produce(TOPIC, 0, entry))
-        assert wait_for_end(client, len(VISIBLE)) == len(VISIBLE)
-        assert fetch_all(client) == VISIBLE
+        assert wait_for_end(client, TOPIC, len(VISIBLE)) == len(VISIBLE)
+        assert fetch_all(client, TOPIC) == VISIBLE
     broker.kill()
     assert segment_path(broker).read_bytes() == VISIBLE
     assert not (broker.log_dir / MARKER).exists()
@@ -94,7 +43,7 @@ def opened_lines(broker) -> list[str]:
 
 # Damage to the newest segment after the crash, and the bytes recovery must keep.
 def partial_entry_appended(data: bytes) -> tuple[bytes, bytes]:
-    torn = message_set(b"never acknowledged, half written" * 4)[:37]
+    torn = message_set_of(b"never acknowledged, half written" * 4)[:37]
     return data + torn, data
 
 
@@ -134,13 +83,13 @@ def test_restart_after_kill_truncates_torn_tail_and_keeps_every_valid_message(br
 
     broker.start()
     with broker.connect() as client:
-        assert latest_offset(client) == len(kept)  # the end is the last valid boundary
-        assert fetch_all(client) == kept  # every message before the damage, byte for byte
+        assert latest_offset(client, TOPIC) == len(kept)  # the end is the last valid boundary
+        assert fetch_all(client, TOPIC) == kept  # every message before the damage, byte for byte
         assert client.request(fetch(TOPIC, offset=len(kept) + 1)) == b"\x00\x01"  # the tail is gone
-        new = message_set(b"after the crash")
+        new = message_set_of(b"after the crash")
         client.send(produce(TOPIC, 0, new))
-        assert wait_for_end(client, len(kept) + len(new)) == len(kept) + len(new)
-        assert fetch_all(client, offset=len(kept)) == new
+        assert wait_for_end(client, TOPIC, len(kept) + len(new)) == len(kept) + len(new)
+        assert fetch_all(client, TOPIC, offset=len(kept)) == new
     assert segment.read_bytes() == kept + new
     assert opened_lines(broker)[-1].endswith(f"(recovered, {len(torn) - len(kept)} bytes truncated)")
 
@@ -149,8 +98,8 @@ def test_restart_after_kill_keeps_every_visible_message_of_an_undamaged_log(brok
     produce_visible_then_kill(broker)
     broker.start()
     with broker.connect() as client:
-        assert latest_offset(client) == len(VISIBLE)
-        assert fetch_all(client) == VISIBLE
+        assert latest_offset(client, TOPIC) == len(VISIBLE)
+        assert fetch_all(client, TOPIC) == VISIBLE
     assert opened_lines(broker)[-1].endswith("(recovered, 0 bytes truncated)")
 
 
@@ -166,7 +115,7 @@ def test_clean_stop_leaves_marker_and_next_start_skips_recovery(broker):
     with broker.connect() as client:
         for entry in ENTRIES:
             client.send(produce(TOPIC, 0, entry))
-        wait_for_end(client, len(VISIBLE))
+        wait_for_end(client, TOPIC, len(VISIBLE))
     assert broker.stop() == -signal.SIGTERM
     assert (broker.log_dir / MARKER).exists()
     assert segment_path(broker).read_bytes() == VISIBLE
@@ -177,7 +126,7 @@ def test_clean_stop_leaves_marker_and_next_start_skips_recovery(broker):
     assert "clean shutdown" in lines[-1]
     assert not (broker.log_dir / MARKER).exists()  # a crash from now on must recover
     with broker.connect() as client:
-        assert fetch_all(client) == VISIBLE
+        assert fetch_all(client, TOPIC) == VISIBLE
 
 
 def test_start_after_clean_stop_skips_the_recovery_scan(broker):
@@ -185,13 +134,13 @@ def test_start_after_clean_stop_skips_the_recovery_scan(broker):
     # is served as it is (0.7: HW = file length). This pins that the marker skips the scan.
     with broker.connect() as client:
         client.send(produce(TOPIC, 0, VISIBLE))
-        wait_for_end(client, len(VISIBLE))
+        wait_for_end(client, TOPIC, len(VISIBLE))
     assert broker.stop() == -signal.SIGTERM
     segment = segment_path(broker)
-    extra = message_set(b"written while the broker was down")
+    extra = message_set_of(b"written while the broker was down")
     segment.write_bytes(VISIBLE + extra + b"\x00\x00\x00\x63torn")
 
     broker.start()
     with broker.connect() as client:
-        assert latest_offset(client) == len(VISIBLE) + len(extra) + 8
+        assert latest_offset(client, TOPIC) == len(VISIBLE) + len(extra) + 8
     assert "clean shutdown" in opened_lines(broker)[-1]

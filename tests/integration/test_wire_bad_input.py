@@ -13,84 +13,17 @@ from __future__ import annotations
 
 import os
 import struct
-import time
-import zlib
 
 import pytest
 
 from tests.integration.conftest import BrokerProcess
+from tests.integration.polling import fetch_all, wait_for_end
+from tests.integration.spec_encoding import (
+    fetch, fetch_body, message, message_set, multiproduce, offsets, produce, produce_body, request, string16)
 from twisted_broker.wire.compression import GZIP, SNAPPY, compress
 
 MAX_REQUEST_BYTES = 65536
 MAX_MESSAGE_BYTES = 1000
-
-
-def message(payload: bytes, magic: int = 1, codec: int = 0, crc: int | None = None) -> bytes:
-    crc = zlib.crc32(payload) & 0xFFFFFFFF if crc is None else crc
-    if magic == 0:
-        return struct.pack(">BI", 0, crc) + payload
-    return struct.pack(">BBI", 1, codec, crc) + payload
-
-
-def message_set(*messages: bytes) -> bytes:
-    return b"".join(struct.pack(">i", len(m)) + m for m in messages)
-
-
-def string16(text: str) -> bytes:
-    raw = text.encode("utf-8")
-    return struct.pack(">h", len(raw)) + raw
-
-
-def request(request_type: int, body: bytes) -> bytes:
-    return struct.pack(">ih", 2 + len(body), request_type) + body
-
-
-def produce_body(topic: str, partition: int, messages: bytes) -> bytes:
-    return string16(topic) + struct.pack(">ii", partition, len(messages)) + messages
-
-
-def produce(topic: str, partition: int, messages: bytes) -> bytes:
-    return request(0, produce_body(topic, partition, messages))
-
-
-def multiproduce(*parts: tuple[str, int, bytes]) -> bytes:
-    return request(3, struct.pack(">h", len(parts)) + b"".join(produce_body(*part) for part in parts))
-
-
-def fetch_body(topic: str, partition: int = 0, offset: int = 0, max_size: int = 1 << 20) -> bytes:
-    return string16(topic) + struct.pack(">iqi", partition, offset, max_size)
-
-
-def fetch(topic: str, partition: int = 0, offset: int = 0, max_size: int = 1 << 20) -> bytes:
-    return request(1, fetch_body(topic, partition, offset, max_size))
-
-
-def offsets(topic: str, partition: int = 0, time_ms: int = -1, max_offsets: int = 1) -> bytes:
-    return request(4, string16(topic) + struct.pack(">iqi", partition, time_ms, max_offsets))
-
-
-def latest_offset(client, topic: str, partition: int = 0) -> int:
-    body = client.request(offsets(topic, partition))
-    error, count = struct.unpack_from(">hi", body)
-    assert (error, count) == (0, 1)
-    return struct.unpack_from(">q", body, 6)[0]
-
-
-def wait_for_end(client, topic: str, end: int, partition: int = 0, timeout_s: float = 5.0) -> int:
-    """Poll Offsets(-1) until the visible end reaches ``end``; return it (it may be larger)."""
-    deadline = time.monotonic() + timeout_s
-    while (latest := latest_offset(client, topic, partition)) < end:
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{topic}-{partition} end stayed at {latest}, expected {end}")
-        time.sleep(0.002)
-    return latest
-
-
-def fetch_all(client, topic: str, partition: int = 0) -> bytes:
-    body = client.request(fetch(topic, partition))
-    assert body[:2] == b"\x00\x00"
-    return body[2:]
-
 
 GOOD = message_set(message(b"good"))
 SENTINEL = message_set(message(b"sentinel"))

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import struct
 import time
-import zlib
 
 import pytest
 
 from tests.integration.conftest import BrokerProcess
+from tests.integration.polling import offsets_result, wait_for_end
+from tests.integration.spec_encoding import fetch, message, message_set, multifetch, multiproduce, produce
 from twisted_broker.wire.compression import GZIP, SNAPPY, decompress
 from twisted_broker.wire.message_set import encode_compressed_message_set
 
@@ -41,55 +42,7 @@ EMPTY_FETCH_RESPONSE = h("00000002 0000")
 NO_ERROR, UNKNOWN, OFFSET_OUT_OF_RANGE, WRONG_PARTITION, INVALID_FETCH_SIZE = 0, -1, 1, 3, 4
 
 
-# --- a minimal encoder, as in spec section 7 (independent of twisted_broker.wire) ----------
-
-def message(payload: bytes, magic: int = 1, codec: int = 0) -> bytes:
-    crc = zlib.crc32(payload) & 0xFFFFFFFF
-    if magic == 0:
-        return struct.pack(">BI", 0, crc) + payload
-    return struct.pack(">BBI", 1, codec, crc) + payload
-
-
-def message_set(*messages: bytes) -> bytes:
-    return b"".join(struct.pack(">i", len(m)) + m for m in messages)
-
-
-def string16(text: str) -> bytes:
-    raw = text.encode("ascii")
-    return struct.pack(">h", len(raw)) + raw
-
-
-def request(request_type: int, body: bytes) -> bytes:
-    return struct.pack(">ih", 2 + len(body), request_type) + body
-
-
-def produce_body(topic: str, partition: int, messages: bytes) -> bytes:
-    return string16(topic) + struct.pack(">ii", partition, len(messages)) + messages
-
-
-def produce(topic: str, partition: int, messages: bytes) -> bytes:
-    return request(0, produce_body(topic, partition, messages))
-
-
-def fetch_body(topic: str, partition: int, offset: int, max_size: int) -> bytes:
-    return string16(topic) + struct.pack(">iqi", partition, offset, max_size)
-
-
-def fetch(topic: str, partition: int = 0, offset: int = 0, max_size: int = 1 << 20) -> bytes:
-    return request(1, fetch_body(topic, partition, offset, max_size))
-
-
-def multifetch(*parts: tuple[str, int, int, int]) -> bytes:
-    return request(2, struct.pack(">h", len(parts)) + b"".join(fetch_body(*part) for part in parts))
-
-
-def multiproduce(*parts: tuple[str, int, bytes]) -> bytes:
-    return request(3, struct.pack(">h", len(parts)) + b"".join(produce_body(*part) for part in parts))
-
-
-def offsets(topic: str, partition: int = 0, time_ms: int = -1, max_offsets: int = 1) -> bytes:
-    return request(4, string16(topic) + struct.pack(">iqi", partition, time_ms, max_offsets))
-
+# --- helpers ------------------------------------------------------------------------------
 
 def raw_response(client) -> bytes:
     """One whole response as sent, size field included."""
@@ -101,27 +54,6 @@ def fetch_result(client, topic: str, partition: int = 0, offset: int = 0,
                  max_size: int = 1 << 20) -> tuple[int, bytes]:
     body = client.request(fetch(topic, partition, offset, max_size))
     return struct.unpack_from(">h", body)[0], body[2:]
-
-
-def offsets_result(client, topic: str, partition: int = 0, time_ms: int = -1,
-                   max_offsets: int = 1) -> list[int]:
-    body = client.request(offsets(topic, partition, time_ms, max_offsets))
-    error, count = struct.unpack_from(">hi", body)
-    assert error == NO_ERROR
-    assert len(body) == 6 + 8 * count
-    return list(struct.unpack_from(f">{count}q", body, 6))
-
-
-def wait_for_end(client, topic: str, end: int, partition: int = 0, timeout_s: float = 5.0) -> int:
-    """Poll Offsets(-1) until the partition's visible end reaches ``end``; return it."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        latest = offsets_result(client, topic, partition)[0]
-        if latest >= end:
-            return latest
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{topic}-{partition} end stayed at {latest}, expected {end}")
-        time.sleep(0.002)
 
 
 def produced(client, topic: str, messages: bytes, partition: int = 0, start: int = 0) -> int:

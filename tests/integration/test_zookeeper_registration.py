@@ -16,9 +16,9 @@ import uuid
 import pytest
 from kazoo.client import KazooClient
 
+from tests.integration.polling import fetch_payloads, produce_payloads, wait_for, wait_for_payloads
 from twisted_broker.local_zookeeper import ZooKeeperServer, free_port
-from twisted_broker.wire.message_set import encode_message_set, iter_messages
-from twisted_broker.wire.requests import FetchRequest, OffsetRequest, ProduceRequest, encode_request
+from twisted_broker.wire.requests import OffsetRequest, encode_request
 from twisted_broker.wire.responses import decode_error_and_body, decode_offsets
 
 SESSION_TIMEOUT_S = 2.0  # the broker fixture's zk.sessiontimeout.ms
@@ -26,18 +26,6 @@ BROKER_VALUE = re.compile(r"(?P<creator_host>[^:]+)-(?P<startup_ms>[0-9]+):(?P<h
 
 
 # -- helpers ---------------------------------------------------------------------------------
-
-def wait_for(predicate, what: str, timeout_s: float = 10.0, interval_s: float = 0.05):
-    """Poll ``predicate`` until it returns something truthy, and return that; fail after timeout_s."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        result = predicate()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(interval_s)
-
 
 def wait_for_node(zk: KazooClient, path: str, timeout_s: float = 10.0):
     """(data, stat) of ``path`` once it exists."""
@@ -69,31 +57,6 @@ def kazoo(hosts: str) -> KazooClient:
 def close(client: KazooClient) -> None:
     client.stop()
     client.close()
-
-
-def produce(broker, topic: str, partition: int, payloads: list[bytes]) -> bytes:
-    """Send one Produce (no response in 0.7); return the message set sent."""
-    messages = encode_message_set(payloads)
-    with broker.connect() as client:
-        client.send(encode_request(ProduceRequest(topic, partition, messages)))
-        # A second request on the same connection is answered only after the produce was
-        # handled: one request at a time, in order.
-        client.request(encode_request(OffsetRequest(topic, partition, -1, 1)))
-    return messages
-
-
-def fetch_payloads(broker, topic: str, partition: int) -> list[bytes]:
-    with broker.connect() as client:
-        error, body = decode_error_and_body(
-            client.request(encode_request(FetchRequest(topic, partition, 0, 1 << 20))))
-    assert error == 0
-    return [bytes(message.payload) for _o, _n, message in iter_messages(body)]
-
-
-def wait_for_payloads(broker, topic: str, partition: int, expected: list[bytes]) -> None:
-    """Wait until a fetch from offset 0 returns ``expected`` (brokers flush on a thread)."""
-    wait_for(lambda: fetch_payloads(broker, topic, partition) == expected,
-             f"{expected} in {topic}-{partition}")
 
 
 def latest_offsets(broker, topic: str, partition: int) -> list[int]:
@@ -161,9 +124,9 @@ def test_topic_created_by_produce_registers_ephemerally_with_the_configured_part
     _, id_stat = wait_for_node(zk, "/brokers/ids/0")
     assert not zk.exists("/brokers/topics/wide/0")
 
-    produce(b0, "wide", 3, [b"w"])
-    produce(b0, "narrow", 1, [b"n"])
-    produce(b1, "wide", 0, [b"w1"])
+    produce_payloads(b0, "wide", 3, [b"w"])
+    produce_payloads(b0, "narrow", 1, [b"n"])
+    produce_payloads(b1, "wide", 0, [b"w1"])
 
     assert sorted(path.name for path in b0.log_dir.iterdir()) == ["narrow-1", "wide-3"]
     wide_0, wide_0_stat = wait_for_node(zk, "/brokers/topics/wide/0")
@@ -182,8 +145,8 @@ def test_topic_created_by_produce_registers_ephemerally_with_the_configured_part
 def test_topics_on_disk_register_again_when_the_broker_restarts(broker_factory, zk_connect, zk):
     broker = broker_factory("b0", broker_id=0, zk_connect=zk_connect,
                             properties={"num.partitions": "2", "topic.partition.count.map": "wide:4"})
-    produce(broker, "wide", 3, [b"w"])
-    produce(broker, "narrow", 0, [b"n"])
+    produce_payloads(broker, "wide", 3, [b"w"])
+    produce_payloads(broker, "narrow", 0, [b"n"])
     wait_for_payloads(broker, "wide", 3, [b"w"])
     wait_for_node(zk, "/brokers/topics/wide/0")
     wait_for_node(zk, "/brokers/topics/narrow/0")
@@ -204,7 +167,7 @@ def test_topics_on_disk_register_again_when_the_broker_restarts(broker_factory, 
 
 def test_killed_broker_nodes_vanish_once_its_session_times_out(broker_factory, zk_connect, zk):
     broker = broker_factory("b0", broker_id=0, zk_connect=zk_connect)
-    produce(broker, "t", 0, [b"x"])
+    produce_payloads(broker, "t", 0, [b"x"])
     wait_for_node(zk, "/brokers/topics/t/0")
 
     broker.kill()
@@ -220,7 +183,7 @@ def test_killed_broker_nodes_vanish_once_its_session_times_out(broker_factory, z
 
 def test_cleanly_stopped_broker_nodes_vanish_at_once(broker_factory, zk_connect, zk):
     broker = broker_factory("b0", broker_id=0, zk_connect=zk_connect)
-    produce(broker, "t", 0, [b"x"])
+    produce_payloads(broker, "t", 0, [b"x"])
     wait_for_node(zk, "/brokers/topics/t/0")
     deleted = {}
     for path in ("/brokers/ids/0", "/brokers/topics/t/0"):
@@ -251,7 +214,7 @@ def test_broker_serves_without_zookeeper_and_registers_again_after_its_session_e
                             properties={"num.partitions": "2"})
     zk = kazoo(server.connect_string + chroot)
     try:
-        produce(broker, "before", 0, [b"b"])
+        produce_payloads(broker, "before", 0, [b"b"])
         wait_for_node(zk, "/brokers/topics/before/0")
         _, old = wait_for_node(zk, "/brokers/ids/0")
     finally:
@@ -274,7 +237,7 @@ def test_broker_serves_without_zookeeper_and_registers_again_after_its_session_e
 
     # No ZooKeeper at all now: the broker goes on serving produce, fetch and offsets,
     # including a topic it creates meanwhile.
-    sent = produce(broker, "during", 1, [b"d1", b"d2"])
+    sent = produce_payloads(broker, "during", 1, [b"d1", b"d2"])
     wait_for_payloads(broker, "during", 1, [b"d1", b"d2"])
     assert latest_offsets(broker, "during", 1)[0] == len(sent)
     assert fetch_payloads(broker, "before", 0) == [b"b"]
@@ -313,13 +276,13 @@ def test_second_broker_with_a_registered_id_refuses_to_start_naming_the_id(broke
 
     assert first.process.poll() is None
     assert zk.get("/brokers/ids/3") == (value, stat)  # untouched, still the first's session
-    produce(first, "t", 0, [b"still here"])
+    produce_payloads(first, "t", 0, [b"still here"])
     wait_for_payloads(first, "t", 0, [b"still here"])
 
 
 def test_broker_restarted_right_after_kill_waits_out_its_old_session(broker_factory, zk_connect, zk):
     broker = broker_factory("b0", broker_id=0, zk_connect=zk_connect)
-    produce(broker, "t", 0, [b"before"])
+    produce_payloads(broker, "t", 0, [b"before"])
     wait_for_payloads(broker, "t", 0, [b"before"])
     _, old = wait_for_node(zk, "/brokers/topics/t/0")
 
@@ -334,7 +297,7 @@ def test_broker_restarted_right_after_kill_waits_out_its_old_session(broker_fact
     wait_for(lambda: owner(zk, "/brokers/topics/t/0") == new.ephemeralOwner,
              "the topic node of the new session")
     assert broker.process.poll() is None
-    produce(broker, "t", 0, [b"back"])
+    produce_payloads(broker, "t", 0, [b"back"])
     wait_for_payloads(broker, "t", 0, [b"before", b"back"])
 
 
@@ -342,7 +305,7 @@ def test_broker_restarted_right_after_kill_waits_out_its_old_session(broker_fact
 
 def test_broker_with_zookeeper_disabled_runs_alone(broker_factory):
     broker = broker_factory("alone")  # enable.zookeeper=false, no zk.connect
-    produce(broker, "t", 0, [b"solo"])
+    produce_payloads(broker, "t", 0, [b"solo"])
     wait_for_payloads(broker, "t", 0, [b"solo"])
     log = broker.log_tail(20000)
     assert "kazoo" not in log and "ZooKeeper" not in log
