@@ -1,4 +1,7 @@
-"""The bridge between kazoo and the Twisted reactor; the only module that imports kazoo.
+"""The bridge between kazoo and the Twisted reactor, for the broker and the console.
+
+kazoo is imported only inside ``registry/``: here for Twisted code, and in the blocking
+wrappers (consumer_registry, zk_partition_info, cluster_view) for the thread-based clients.
 
 kazoo has no Twisted handler: it runs callbacks on its own threads. Every result and every
 watch or state event is handed to the reactor with ``reactor.callFromThread``, so the rest of
