@@ -112,8 +112,9 @@ class Producer:
             return
         broker_id, partition = self._choose_partition(topic, key)
         if self._async is not None:
-            # bytes, not the caller's bytearray: it could change while the message waits.
-            self._async.enqueue(QueueItem(topic, broker_id, partition, bytes(payload)) for payload in payloads)
+            # bytes, not the caller's bytearray: it could change while the message waits. A
+            # list, not a generator: this runs once per message sent.
+            self._async.enqueue([QueueItem(topic, broker_id, partition, bytes(payload)) for payload in payloads])
         else:
             self._sync_producer(broker_id).send(topic, partition, self._message_set(topic, payloads))
 
@@ -139,7 +140,7 @@ class Producer:
             if partitions:
                 count = len(partitions)
                 if self._random_broker or key is None:
-                    index = self._rng.randrange(count)
+                    index = self._rng.randrange(count) if count > 1 else 0  # one broker: no draw
                 else:
                     index = self._partitioner(key, count)
                     if not 0 <= index < count:

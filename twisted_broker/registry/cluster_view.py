@@ -1,0 +1,179 @@
+"""ClusterView: blocking reads of a cluster's ZooKeeper registry, and the offset writes of tools.
+
+The command-line tools run no reactor, so they talk to ZooKeeper through a plain blocking
+kazoo client instead of the Twisted bridge in zookeeper.py. Every method reads the registry
+as it is now (no watches, no cache): a tool asks once and prints. Paths and values are spec
+5.2's (paths.py); a path that does not exist reads as empty, as a chroot nobody has written to
+yet does.
+
+ZooKeeper that cannot be reached, or a session lost in the middle, raises
+ZooKeeperUnavailable (a ConnectionError): the tools report it as one line, never kazoo's own
+exception classes, which only modules of this package may name.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TypeVar
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
+from kazoo.handlers.threading import KazooTimeoutError
+
+from twisted_broker.registry import paths
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+class ZooKeeperUnavailable(ConnectionError):
+    """ZooKeeper did not answer in time, or the session broke during a call."""
+
+
+class ClusterView:
+    """A connected ZooKeeper session on ``zk_connect`` (``host:port[,...][/chroot]``).
+
+    Raises ZooKeeperUnavailable when no server answers within ``timeout_s``. Close it (or use
+    it as a context manager): the session otherwise lingers until its timeout.
+    """
+
+    def __init__(self, zk_connect: str, *, timeout_s: float = 10.0, session_timeout_ms: int = 6000) -> None:
+        self.zk_connect = zk_connect
+        # No retries of our own: a tool that cannot reach ZooKeeper says so and exits.
+        self._client = KazooClient(hosts=zk_connect, timeout=session_timeout_ms / 1000)
+        try:
+            self._client.start(timeout_s)
+        except (KazooTimeoutError, KazooException) as exc:
+            self._client.close()
+            raise ZooKeeperUnavailable(f"cannot connect to ZooKeeper at {zk_connect} within "
+                                       f"{timeout_s:g} s ({exc or type(exc).__name__})") from None
+        except ValueError as exc:  # kazoo's parse of the hosts string
+            self._client.close()
+            raise ZooKeeperUnavailable(f"bad ZooKeeper address {zk_connect!r}: {exc}") from None
+
+    def close(self) -> None:
+        """End the session (its ephemeral nodes, if any, go at once) and the client."""
+        try:
+            self._client.stop()
+        finally:
+            self._client.close()
+
+    def __enter__(self) -> "ClusterView":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- brokers and topics (written by brokers) -------------------------------------------
+
+    def brokers(self) -> dict[int, paths.BrokerInfo]:
+        """The live brokers by id; a registration that does not parse is logged and skipped."""
+        brokers = {}
+        for child in self._children(paths.BROKER_IDS):
+            value = self._data(f"{paths.BROKER_IDS}/{child}")
+            if value is None:
+                continue  # went away between the two reads
+            try:
+                broker_id = int(child)
+                brokers[broker_id] = paths.BrokerInfo.decode(broker_id, value)
+            except ValueError as exc:
+                log.warning("skipping broker registration %s: %s", child, exc)
+        return dict(sorted(brokers.items()))
+
+    def topics(self) -> list[str]:
+        """Every topic some broker has registered, sorted."""
+        return sorted(self._children(paths.BROKER_TOPICS))
+
+    def topic_brokers(self, topic: str) -> dict[int, int]:
+        """``{broker id: partition count}`` of the brokers holding ``topic`` ({}: unknown topic)."""
+        counts = {}
+        for child in self._children(paths.topic_path(topic)):
+            value = self._data(f"{paths.topic_path(topic)}/{child}")
+            if value is None:
+                continue
+            try:
+                counts[int(child)] = paths.decode_partition_count(value)
+            except ValueError:
+                log.warning("skipping %s/%s: partition count %r", paths.topic_path(topic), child, value)
+        return dict(sorted(counts.items()))
+
+    def partitions(self, topic: str) -> list[tuple[int, int]]:
+        """``(broker id, partition)`` pairs of ``topic``, sorted numerically (spec 5.6)."""
+        return [(broker_id, partition) for broker_id, count in self.topic_brokers(topic).items()
+                for partition in range(count)]
+
+    # -- consumer groups (written by consumers and tools) ------------------------------------
+
+    def groups(self) -> list[str]:
+        """Every consumer group with a node under /consumers, sorted."""
+        return sorted(self._children(paths.CONSUMERS))
+
+    def consumer_ids(self, group: str) -> list[str]:
+        """The group's live consumers (ephemeral ``ids`` nodes), sorted."""
+        return sorted(self._children(paths.consumer_ids_path(group)))
+
+    def consumer_subscription(self, group: str, consumer_id: str) -> str | None:
+        """A live consumer's registration value (its topic -> stream count JSON, or filter)."""
+        value = self._data(paths.consumer_id_path(group, consumer_id))
+        return None if value is None else value.decode("utf-8", "replace")
+
+    def group_topics(self, group: str) -> list[str]:
+        """Topics the group has committed offsets for or owns partitions of, sorted."""
+        group_path = paths.consumer_group_path(group)
+        return sorted(set(self._children(f"{group_path}/offsets")) | set(self._children(f"{group_path}/owners")))
+
+    def owners(self, group: str, topic: str) -> dict[str, str]:
+        """``{partition name "b-p": owning thread id}`` for the group's owned partitions."""
+        owners = {}
+        for name in self._children(paths.owners_path(group, topic)):
+            value = self._data(paths.owner_path(group, topic, name))
+            if value is not None:
+                owners[name] = value.decode("utf-8", "replace")
+        return owners
+
+    def offsets(self, group: str, topic: str) -> dict[str, int]:
+        """``{partition name "b-p": committed offset}``; a value that is not a number is skipped."""
+        offsets = {}
+        for name in self._children(paths.offsets_path(group, topic)):
+            value = self._data(paths.offset_path(group, topic, name))
+            if value is None:
+                continue
+            try:
+                offsets[name] = paths.decode_offset(value)
+            except ValueError:
+                log.warning("skipping offset of %s %s %s: %r is not a number", group, topic, name, value)
+        return offsets
+
+    def set_offset(self, group: str, topic: str, partition_name: str, offset: int) -> None:
+        """Write a committed offset (decimal text, spec 5.2), creating the node if needed."""
+        path = paths.offset_path(group, topic, partition_name)
+        value = paths.encode_offset(offset)
+
+        def write() -> None:
+            try:
+                self._client.set(path, value)
+            except NoNodeError:
+                try:
+                    self._client.create(path, value, makepath=True)
+                except NodeExistsError:  # a consumer committed meanwhile; ours is the later write
+                    self._client.set(path, value)
+
+        self._call(write)
+
+    # -- plumbing ----------------------------------------------------------------------------
+
+    def _children(self, path: str) -> list[str]:
+        return self._call(lambda: self._client.get_children(path), missing=[])
+
+    def _data(self, path: str) -> bytes | None:
+        return self._call(lambda: self._client.get(path)[0], missing=None)
+
+    def _call(self, operation: Callable[[], T], missing: T | None = None) -> T:
+        try:
+            return operation()
+        except NoNodeError:
+            return missing
+        except (KazooTimeoutError, KazooException) as exc:
+            raise ZooKeeperUnavailable(f"ZooKeeper at {self.zk_connect}: {exc or type(exc).__name__}") from None

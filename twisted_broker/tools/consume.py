@@ -1,0 +1,226 @@
+"""``consume``: a topic's messages to stdout, one payload per line (0.7's console consumer).
+
+Two ways to read:
+
+- ``--group G`` (with ``--zk``): as a member of consumer group G, through the ZooKeeper
+  consumer connector: partitions shared with the group's other members, starting from the
+  group's committed offsets (a partition without one starts at the earliest offset, 0.7's
+  ``autooffset.reset=smallest``), and the offsets consumed committed on exit;
+- otherwise directly, with no group and nothing committed: every partition of the topic (or
+  the one ``--partition`` names) from the latest offset (new messages only, as the console
+  consumer without a group), the earliest (``--from-beginning``) or a byte offset
+  (``--offset``, one partition). One MultiFetch per broker per round; a round that brings
+  nothing waits ``--backoff-ms`` before the next.
+
+Each payload is written followed by ``\\n``; with ``--binary``, as a 4-byte big-endian length
+and the bytes (what ``produce --binary`` reads), which survives payloads that hold newlines.
+``--max-messages`` stops after that many; ``--timeout-ms`` stops once no message has come for
+that long (0.7's ``consumer.timeout.ms``). Both exit with status 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Iterable
+from typing import BinaryIO
+
+from twisted_broker.client.fetched_message_set import FetchedMessageSet
+from twisted_broker.client.simple_consumer import EARLIEST_TIME, LATEST_TIME
+from twisted_broker.config import ConsumerConfig
+from twisted_broker.errors import InvalidFetchSize, InvalidMessage, KafkaError, OffsetOutOfRange
+from twisted_broker.tools import cluster
+from twisted_broker.tools.errors import CommandError, UsageError
+from twisted_broker.tools.progress import Progress
+from twisted_broker.wire.primitives import INT32
+from twisted_broker.wire.requests import FetchRequest
+
+HELP = "print a topic's messages, one per line (console consumer)"
+DEFAULT_FETCH_BYTES = 1024 * 1024  # 0.7's fetch.size
+DEFAULT_BACKOFF_MS = 100
+GROUP_POLL_MS = 100
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    cluster.add_cluster_arguments(parser)
+    cluster.add_topic_argument(parser)
+    start = parser.add_mutually_exclusive_group()
+    start.add_argument("--group", metavar="G",
+                       help="read as a member of ZooKeeper consumer group G (needs --zk), from its "
+                            "committed offsets (earliest where none), committing on exit")
+    start.add_argument("--from-beginning", action="store_true",
+                       help="start at the earliest offset (default without --group: the latest)")
+    start.add_argument("--offset", type=cluster.non_negative_int, metavar="O",
+                       help="start at byte offset O (a message boundary) of one partition")
+    parser.add_argument("--partition", type=cluster.partition_choice, metavar="P|BROKER-P",
+                        help="only this partition: P on every broker, or BROKER-P (not with --group)")
+    parser.add_argument("--max-messages", type=cluster.positive_int, metavar="N", help="stop after N messages")
+    parser.add_argument("--timeout-ms", type=cluster.non_negative_int, metavar="MS",
+                        help="stop when no message came for MS ms (default: wait forever)")
+    parser.add_argument("--binary", action="store_true",
+                        help="write each payload as a 4-byte big-endian length and the bytes, not as a line")
+    parser.add_argument("--fetch-size", type=cluster.positive_int, default=DEFAULT_FETCH_BYTES, metavar="BYTES",
+                        help=f"bytes per partition per fetch; must exceed the largest message "
+                             f"(default {DEFAULT_FETCH_BYTES})")
+    parser.add_argument("--backoff-ms", type=cluster.non_negative_int, default=DEFAULT_BACKOFF_MS, metavar="MS",
+                        help=f"wait after a fetch that brought nothing (default {DEFAULT_BACKOFF_MS})")
+
+
+def write_payloads(out: BinaryIO, payloads: Iterable[bytes | memoryview], binary: bool) -> None:
+    """Write payloads as lines, or length-prefixed with ``binary``; one write call for all."""
+    if binary:
+        parts = []
+        for payload in payloads:
+            parts.append(INT32.pack(len(payload)))
+            parts.append(payload)
+        out.write(b"".join(parts))
+    else:
+        payloads = list(payloads)
+        if payloads:
+            out.write(b"\n".join(payloads) + b"\n")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.group is not None:
+        if args.zk is None:
+            raise UsageError("--group needs --zk: consumer groups live in ZooKeeper")
+        if args.partition is not None:
+            raise UsageError("--partition cannot be used with --group: the group assigns partitions")
+        return _consume_as_group(args)
+    return _consume_directly(args)
+
+
+def _progress() -> Progress:
+    # Only when the messages go elsewhere: on a shared terminal the line would cut into them.
+    return Progress("consume", enabled=sys.stderr.isatty() and not sys.stdout.isatty())
+
+
+# -- without a group ----------------------------------------------------------------------------
+
+def _consume_directly(args: argparse.Namespace) -> int:
+    out = sys.stdout.buffer
+    remaining = args.max_messages
+    with cluster.Consumers() as consumers, _progress() as progress:
+        targets = cluster.topic_partitions(args, args.topic, consumers, args.partition)
+        if args.offset is not None and len(targets) != 1:
+            raise UsageError(f"--offset needs one partition, and topic {args.topic} has "
+                             f"{len(targets)}: give --partition BROKER-P")
+        positions = {target: _start_offset(args, consumers, target) for target in targets}
+        by_broker: dict[tuple[str, int], list[cluster.BrokerPartition]] = {}
+        for target in targets:
+            by_broker.setdefault((target.host, target.port), []).append(target)
+        last_message = time.monotonic()
+        while remaining is None or remaining > 0:
+            count = 0
+            for (host, port), broker_targets in by_broker.items():
+                requests = [FetchRequest(args.topic, target.partition, positions[target], args.fetch_size)
+                            for target in broker_targets]
+                for target, fetched in zip(broker_targets, consumers.get(host, port).multifetch(requests)):
+                    limit = None if remaining is None else remaining - count
+                    payloads, positions[target] = _payloads(fetched, target, limit, consumers)
+                    write_payloads(out, payloads, args.binary)
+                    count += len(payloads)
+            out.flush()
+            progress.add(count)
+            if remaining is not None:
+                remaining -= count
+            if count:
+                last_message = time.monotonic()
+            elif args.timeout_ms is not None and (time.monotonic() - last_message) * 1000 >= args.timeout_ms:
+                break
+            else:
+                time.sleep(args.backoff_ms / 1000)
+    return 0
+
+
+def _start_offset(args: argparse.Namespace, consumers: cluster.Consumers, target: cluster.BrokerPartition) -> int:
+    if args.offset is not None:
+        return args.offset
+    time_ = EARLIEST_TIME if args.from_beginning else LATEST_TIME
+    offsets = consumers.of(target).get_offsets_before(args.topic, target.partition, time_, 1)
+    return offsets[0] if offsets else 0
+
+
+def _payloads(fetched: FetchedMessageSet, target: cluster.BrokerPartition, limit: int | None,
+              consumers: cluster.Consumers) -> tuple[list[memoryview], int]:
+    """The payloads of one fetched set (at most ``limit``) and the offset to fetch next.
+
+    Raises CommandError for an offset out of range, or a message that is malformed, fails its
+    CRC or does not fit the fetch size (most often: an --offset that is not a message boundary).
+    """
+    if limit == 0:
+        return [], fetched.offset
+    where = f"{fetched.topic} {target.name}"
+    hint = "(is the start offset a message boundary?)"
+    payloads, next_offset = [], fetched.offset
+    try:
+        for offset, after, message in fetched:
+            if not message.is_valid():
+                raise CommandError(f"{where}: the message at offset {offset} fails its CRC {hint}")
+            payloads.append(message.payload)
+            next_offset = after
+            if limit is not None and len(payloads) == limit:
+                return payloads, next_offset
+    except OffsetOutOfRange:
+        consumer = consumers.of(target)
+        earliest = consumer.get_offsets_before(fetched.topic, target.partition, EARLIEST_TIME, 1)
+        latest = consumer.get_offsets_before(fetched.topic, target.partition, LATEST_TIME, 1)
+        raise CommandError(f"offset {fetched.offset} is out of range for {where}: "
+                           f"its messages are at offsets {earliest[0]} to {latest[0]}") from None
+    except InvalidMessage as exc:  # positions count from the start of the fetched set
+        raise CommandError(f"{where}: invalid message at offset {fetched.offset + exc.position}: "
+                           f"{exc.reason} {hint}") from None
+    except InvalidFetchSize as exc:
+        raise CommandError(f"{exc} {hint}") from None
+    return payloads, fetched.next_offset
+
+
+# -- as a group member -------------------------------------------------------------------------
+
+def _consume_as_group(args: argparse.Namespace) -> int:
+    from twisted_broker.client.zookeeper_consumer import (
+        ConsumerRebalanceFailed, ConsumerTimeout, ZookeeperConsumerConnector)
+    from twisted_broker.registry.consumer_registry import RegistryError
+
+    # The stream gives up waiting every GROUP_POLL_MS, so output is flushed and --timeout-ms
+    # checked while no message comes.
+    config = ConsumerConfig(zk_connect=args.zk, groupid=args.group, fetch_size=args.fetch_size,
+                            fetcher_backoff_ms=args.backoff_ms, autooffset_reset="smallest",
+                            consumer_timeout_ms=GROUP_POLL_MS)
+    out = sys.stdout.buffer
+    remaining = args.max_messages
+    try:
+        connector = ZookeeperConsumerConnector(config)
+    except RegistryError as exc:
+        raise CommandError(f"cannot join group {args.group}: {exc}") from None
+    try:
+        with _progress() as progress:
+            (stream,) = connector.create_message_streams({args.topic: 1})[args.topic]
+            last_message = last_flush = time.monotonic()
+            while remaining is None or remaining > 0:
+                try:
+                    message = next(stream)
+                except ConsumerTimeout:
+                    out.flush()
+                    progress.tick()
+                    idle_ms = (time.monotonic() - last_message) * 1000
+                    if args.timeout_ms is not None and idle_ms >= args.timeout_ms:
+                        break
+                    continue
+                except StopIteration:
+                    break
+                write_payloads(out, (message.payload,), args.binary)
+                progress.add()
+                if remaining is not None:
+                    remaining -= 1
+                last_message = time.monotonic()
+                if last_message - last_flush >= GROUP_POLL_MS / 1000:
+                    out.flush()
+                    last_flush = last_message
+            out.flush()
+    except (RegistryError, ConsumerRebalanceFailed, KafkaError) as exc:
+        raise CommandError(f"consuming {args.topic} as group {args.group}: {exc}") from None
+    finally:
+        connector.shutdown()  # commits what was consumed
+    return 0

@@ -1,0 +1,133 @@
+"""``groups`` and ``reset-offsets``: consumer groups' positions, read and rewritten in ZooKeeper.
+
+``groups`` is 0.7's ConsumerOffsetChecker: for each partition of each topic a group has
+offsets or owners for, the committed offset (``/consumers/<g>/offsets/<t>/<b>-<p>``), the
+latest offset (an Offsets(-1) request to the partition's broker: the flushed end, spec 4.4),
+the lag between them in bytes (offsets are byte positions, so lag counts bytes, not messages),
+and the owning consumer thread. What cannot be known shows ``-``: no committed offset yet, a
+broker that is down.
+
+``reset-offsets`` writes a group's offsets of one topic to the earliest or latest offset, or
+the start of the newest segment written before a time (0.7's offset import tools). It refuses
+while the group has live consumers: they hold their positions in memory and would write them
+back at their next commit. The check and the writes are separate ZooKeeper calls, so a
+consumer that joins in between is not stopped; that is the operator's to avoid. Every offset
+is read from the brokers before the first one is written, so a broker that is down changes
+nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from twisted_broker.client.simple_consumer import EARLIEST_TIME, LATEST_TIME
+from twisted_broker.tools import cluster
+from twisted_broker.tools.errors import CommandError
+from twisted_broker.tools.offsets import offset_time
+from twisted_broker.tools.table import format_table
+
+HELP = "show consumer groups: per partition owner, committed offset, latest offset, lag (ConsumerOffsetChecker)"
+RESET_HELP = "set a stopped consumer group's offsets of a topic to earliest, latest or a time"
+HEADER = ("GROUP", "TOPIC", "PID", "OFFSET", "LOGSIZE", "LAG", "OWNER")  # ConsumerOffsetChecker's columns
+UNKNOWN = "-"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    cluster.add_cluster_arguments(parser, allow_broker_list=False)
+    parser.add_argument("--group", metavar="G", help="only this group (default: every group)")
+    cluster.add_topic_argument(parser, required=False, help="only this topic")
+
+
+def add_reset_arguments(parser: argparse.ArgumentParser) -> None:
+    cluster.add_cluster_arguments(parser, allow_broker_list=False)
+    parser.add_argument("--group", metavar="G", required=True, help="the consumer group (its consumers stopped)")
+    cluster.add_topic_argument(parser)
+    parser.add_argument("--to", type=offset_time, required=True, metavar="earliest|latest|MS",
+                        help="earliest, latest, or ms since the epoch (the start of the newest segment "
+                             "written before it; earliest if none was)")
+
+
+def _partition_key(name: str) -> tuple[int, int] | tuple[float, str]:
+    broker, _, partition = name.partition("-")
+    try:
+        return int(broker), int(partition)
+    except ValueError:
+        return float("inf"), name  # a stray node: listed last, as found
+
+
+def group_rows(view, consumers: cluster.Consumers, group: str, topic: str) -> list[tuple]:
+    """One row of HEADER per partition of ``topic`` that is registered, committed or owned."""
+    counts = view.topic_brokers(topic)
+    brokers = view.brokers()
+    committed = view.offsets(group, topic)
+    owners = view.owners(group, topic)
+    names = {f"{broker_id}-{partition}" for broker_id, count in counts.items() for partition in range(count)}
+    rows = []
+    for name in sorted(names | set(committed) | set(owners), key=_partition_key):
+        latest = _latest_offset(consumers, brokers, topic, name)
+        offset = committed.get(name)
+        lag = latest - offset if latest is not None and offset is not None else None
+        rows.append((group, topic, name, _or_unknown(offset), _or_unknown(latest), _or_unknown(lag),
+                     owners.get(name, "none")))
+    return rows
+
+
+def _or_unknown(value: int | None) -> object:
+    return UNKNOWN if value is None else value
+
+
+def _latest_offset(consumers: cluster.Consumers, brokers: dict, topic: str, name: str) -> int | None:
+    key = _partition_key(name)
+    broker = brokers.get(key[0])
+    if broker is None:
+        return None
+    try:
+        offsets = consumers.get(broker.host, broker.port).get_offsets_before(topic, key[1], LATEST_TIME, 1)
+    except (ConnectionError, TimeoutError):
+        return None  # down, or a partition it no longer has: shown as unknown
+    return offsets[0] if offsets else None
+
+
+def run(args: argparse.Namespace) -> int:
+    with cluster.cluster_view(args.zk) as view, cluster.Consumers() as consumers:
+        known = view.groups()
+        if args.group is not None and args.group not in known:
+            raise CommandError(f"no consumer group {args.group} in ZooKeeper at {args.zk}")
+        rows = []
+        for group in [args.group] if args.group is not None else known:
+            for topic in [args.topic] if args.topic else view.group_topics(group):
+                rows += group_rows(view, consumers, group, topic)
+    if rows:
+        print("\n".join(format_table(HEADER, rows)))
+    return 0
+
+
+def run_reset(args: argparse.Namespace) -> int:
+    with cluster.cluster_view(args.zk) as view, cluster.Consumers() as consumers:
+        live = view.consumer_ids(args.group)
+        owners = view.owners(args.group, args.topic)
+        if live or owners:
+            who = ", ".join(live or sorted(set(owners.values())))
+            raise CommandError(f"group {args.group} has live consumers ({who}); stop them first, "
+                               "or they will overwrite the offsets at their next commit")
+        counts = view.topic_brokers(args.topic)
+        down = sorted(set(counts) - set(view.brokers()))
+        if down:
+            raise CommandError(f"broker(s) {', '.join(map(str, down))} of topic {args.topic} are not "
+                               "registered, so their offsets cannot be read; nothing was changed")
+        targets = cluster.registered_partitions(view, args.topic)
+        new_offsets = {target: _offset_at(consumers.of(target), args.topic, target.partition, args.to)
+                       for target in targets}
+        old_offsets = view.offsets(args.group, args.topic)
+        for target, offset in new_offsets.items():
+            view.set_offset(args.group, args.topic, target.name, offset)
+            old = _or_unknown(old_offsets.get(target.name))
+            print(f"{args.group} {args.topic}:{target.name} {old} -> {offset}")
+    return 0
+
+
+def _offset_at(consumer, topic: str, partition: int, time_ms: int) -> int:
+    offsets = consumer.get_offsets_before(topic, partition, time_ms, 1)
+    if not offsets:  # every segment was written after time_ms: all of the log is newer
+        offsets = consumer.get_offsets_before(topic, partition, EARLIEST_TIME, 1)
+    return offsets[0]
