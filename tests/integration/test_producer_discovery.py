@@ -131,3 +131,14 @@ def test_refresh_reads_the_registry_in_the_calling_thread(broker_factory, zk_con
 def test_from_config_refuses_a_broker_list_config():
     with pytest.raises(ValueError):
         ZkBrokerPartitionInfo.from_config(ProducerConfig.from_properties({"broker.list": "0:localhost:9092"}))
+
+
+def test_producer_with_zk_connect_discovers_brokers_by_itself(broker_factory, zk_connect):
+    broker = start(broker_factory, zk_connect, 0, partitions=1)
+    config = ProducerConfig.from_properties({"zk.connect": zk_connect})
+    with Producer(config) as producer:  # no broker_partition_info given: it watches ZooKeeper
+        wait_for(lambda: producer._info.partitions("self-found") == [(0, 0)], "the broker")
+        producer.send("self-found", [b"found"])
+    with SimpleConsumer("127.0.0.1", broker.port) as consumer:
+        wait_for(lambda: [bytes(m.payload) for _, _, m in consumer.fetch(FetchRequest("self-found", 0, 0, 4096))]
+                 == [b"found"], "the message")

@@ -56,13 +56,17 @@ class Producer:
                  before_send: BeforeSend | None = None, after_send: AfterSend | None = None,
                  sync_producer_factory: SyncProducerFactory | None = None,
                  rng: random.Random | None = None) -> None:
-        """Raises ConfigError for a combination 0.7 refuses, or a ZooKeeper config without
-        ``broker_partition_info``; ValueError for a bad broker.list or class name."""
+        """Raises ConfigError for a combination 0.7 refuses; ValueError for a bad broker.list
+        or class name. With ``zk.connect`` and no ``broker_partition_info`` the producer
+        watches ZooKeeper's registry itself (and closes that view in ``close()``)."""
+        self._owned_info = None
         if broker_partition_info is None:
-            if config.broker_list is None:
-                raise ConfigError("zk.connect is set: pass the ZooKeeper broker_partition_info "
-                                  "(twisted_broker.registry) to Producer")
-            broker_partition_info = ConfigBrokerPartitionInfo(config.broker_list)
+            if config.broker_list is not None:
+                broker_partition_info = ConfigBrokerPartitionInfo(config.broker_list)
+            else:
+                # Imported here: the registry view pulls in kazoo, which broker.list users skip.
+                from twisted_broker.registry.zk_partition_info import ZkBrokerPartitionInfo
+                broker_partition_info = self._owned_info = ZkBrokerPartitionInfo.from_config(config)
         # 0.7 in broker.list mode: a random broker, partition -1, the key unused.
         self._random_broker = config.broker_list is not None
         if self._random_broker and (partitioner is not None
@@ -132,6 +136,9 @@ class Producer:
                 producers, self._sync_producers = list(self._sync_producers.values()), {}
             for _address, producer in producers:
                 producer.close()
+            if self._owned_info is not None:
+                self._owned_info.close()
+                self._owned_info = None
 
     def _choose_partition(self, topic: str, key: Any) -> tuple[int, int]:
         attempts = 1 + max(self._config.zk_read_num_retries, 0)
