@@ -71,7 +71,10 @@ class SyncProducer:
     def _check_sizes(self, message_set: Buffer) -> None:
         # Top-level payloads, as 0.7.1+'s client (a shallow walk) and the 0.7.2 broker check
         # them: for a compressed wrapper, the compressed size. scan raises MessageSizeTooLarge.
-        scan(message_set, check_crc=False, max_payload_bytes=self.max_message_size)
+        # A set smaller than the limit cannot hold an oversize payload: the usual batch needs
+        # no walk (the walk was a third of the producer's time).
+        if len(message_set) - 9 > self.max_message_size:
+            scan(message_set, check_crc=False, max_payload_bytes=self.max_message_size)
 
     def _send(self, request: bytes) -> None:
         with self._lock:

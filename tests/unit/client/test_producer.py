@@ -91,11 +91,6 @@ def test_broker_list_refuses_a_partitioner():
         Producer(config(), partitioner=lambda key, n: 0)
 
 
-def test_zookeeper_mode_needs_a_broker_partition_info():
-    with pytest.raises(ConfigError, match="broker_partition_info"):
-        Producer(ProducerConfig(zk_connect="localhost:2181"))
-
-
 def zk_producer(registry, **values) -> tuple[Producer, Fakes]:
     fakes = Fakes()
     producer = Producer(ProducerConfig(zk_connect="zk:2181", **values), broker_partition_info=registry,
