@@ -10,21 +10,57 @@ PYTEST_ARGS ?=
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
 .DEFAULT_GOAL := help
-.PHONY: help run test bench system-packages
+.PHONY: help run test bench system-packages browser-packages peer-packages
 
 help:
 	@echo "make run    ZooKeeper on 127.0.0.1:2181 and one broker, data under ./var/ (Ctrl-C stops)"
 	@echo "make test   the whole pytest suite (PYTEST_ARGS='...' passes options to pytest)"
 	@echo "make bench  the benchmark suite, results under bench/results/"
+	@echo "make soak   tests/reliability at length (make test runs its short form), with a summary"
 
 run: $(VENV)/.installed-test
 	$(VENV)/bin/python -m twisted_broker.devcluster
 
-test: $(VENV)/.installed-test
+test: $(VENV)/.installed-test | browser-packages
 	$(VENV)/bin/python -m pytest -q $(PYTEST_ARGS)
 
-bench: $(VENV)/.installed-bench
+# tests/browser drives Debian's chromium through Playwright's Python package (never
+# `playwright install`: it downloads a browser). ~70 s and 480 MB, so only make test asks.
+browser-packages:
+	@[ -x /usr/bin/chromium ] || { echo "apt-get install: chromium"; \
+	  $(SUDO) apt-get update -qq; \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; }
+
+bench: $(VENV)/.installed-bench | peer-packages
 	$(VENV)/bin/python -m bench
+
+# tests/reliability at length: >= 20 kill cycles, >= 100,000 fuzzed frames, 1,000 held
+# connections; it ends with the summary table (faults injected, cases tried, messages lost).
+.PHONY: soak
+soak: $(VENV)/.installed-test
+	RELIABILITY_SCALE=soak $(VENV)/bin/python -m pytest -q tests/reliability $(PYTEST_ARGS)
+
+# bench/paper.py's peers, from Debian: RabbitMQ, ActiveMQ (Java: system-packages), Redis and
+# NATS (JetStream is in nats-server). The benchmark starts each on loopback itself, so they are
+# installed under a policy-rc.d that refuses service starts when the machine has none of its
+# own (a container's usually has one already; it is then left alone).
+peer-packages:
+	@missing=""; \
+	[ -x /usr/lib/rabbitmq/bin/rabbitmq-server ] || missing+=" rabbitmq-server"; \
+	[ -f /usr/share/activemq/bin/activemq.jar ] || missing+=" activemq"; \
+	[ -x /usr/bin/redis-server ] || missing+=" redis-server"; \
+	[ -x /usr/sbin/nats-server ] || missing+=" nats-server"; \
+	if [ -n "$$missing" ]; then \
+	  echo "apt-get install:$$missing"; \
+	  if [ ! -e /usr/sbin/policy-rc.d ]; then \
+	    printf '#!/bin/sh\nexit 101\n' | $(SUDO) tee /usr/sbin/policy-rc.d >/dev/null; \
+	    $(SUDO) chmod 755 /usr/sbin/policy-rc.d; \
+	    trap '$(SUDO) rm -f /usr/sbin/policy-rc.d' EXIT; \
+	  fi; \
+	  $(SUDO) apt-get update -qq; \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive \
+	    apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
 
 # Checked on every run (a few stat calls), so a machine that lost a package gets it back;
 # apt-get update runs only when something is missing.
@@ -44,11 +80,12 @@ system-packages:
 	fi
 
 # One stamp per set of extras; compat mode, because twistd cannot see the plugin of a
-# default (import-hook) editable install.
-EXTRAS_test := test
-EXTRAS_bench := test,bench
+# default (import-hook) editable install. spark: PySpark and pyarrow for tests/spark and
+# bench/spark_bench.py (Java comes from system-packages); redone when this file changes.
+EXTRAS_test := test,spark
+EXTRAS_bench := test,bench,spark
 
-$(VENV)/.installed-%: setup.cfg pyproject.toml | system-packages
+$(VENV)/.installed-%: setup.cfg pyproject.toml Makefile | system-packages
 	[ -x $(VENV)/bin/python ] || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q -e '.[$(EXTRAS_$*)]' --config-settings editable_mode=compat
 	touch $@

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-from bench import broker_bench, crc_bench, log_bench
+from bench import broker_bench, client_bench, crc_bench, log_bench, webui_bench
 
-BENCHMARKS = {"crc": crc_bench.run, "log": log_bench.run, "broker": broker_bench.run}
+BENCHMARKS = {"crc": crc_bench.run, "log": log_bench.run, "broker": broker_bench.run, "client": client_bench.run}
+BENCHMARKS["webui"] = webui_bench.run
+BENCHMARKS["spark"] = lambda: __import__("bench.spark_bench", fromlist=["run"]).run()  # needs the spark extra
+# the comparison with RabbitMQ, ActiveMQ, Redis and NATS (their servers: the Makefile's peer-packages)
+BENCHMARKS["paper"] = lambda: __import__("bench.paper", fromlist=["run"]).run()
 
 
 def main() -> None:
