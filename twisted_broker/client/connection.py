@@ -29,6 +29,11 @@ Broken connections, as 0.7's clients handle them:
 
 Connecting retries with a growing pause (1 ms, x10, at most 1 s) until ``connect.timeout.ms``
 has passed, like 0.7's SyncProducer.connect.
+
+TLS (not in 0.7; for a broker listening on an ``ssl:`` endpoint): pass an ``ssl.SSLContext``.
+An idle TLS socket may be readable without the broker having closed it (TLS 1.3 sends session
+tickets after the handshake), so the idle check then reads without blocking: only an end of
+stream or unexpected bytes count as closed.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from __future__ import annotations
 import logging
 import select
 import socket
+import ssl
 import time
 from collections.abc import Callable
 
@@ -58,8 +64,10 @@ class BrokerConnection:
                  receive_buffer_bytes: int | None = None, reconnect_interval: int | None = None,
                  reconnect_time_interval_ms: int | None = None,
                  clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 sleep: Callable[[float], None] = time.sleep,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
         self.host, self.port = host, port
+        self._ssl_context = ssl_context
         self._connect_timeout_s = connect_timeout_ms / 1000
         self._socket_timeout_s = socket_timeout_ms / 1000 if socket_timeout_ms > 0 else None
         self._send_buffer_bytes = send_buffer_bytes
@@ -114,7 +122,9 @@ class BrokerConnection:
             if self._receive_buffer_bytes:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self._receive_buffer_bytes)
             sock.settimeout(self._socket_timeout_s)
-        except OSError:
+            if self._ssl_context is not None:
+                sock = self._ssl_context.wrap_socket(sock, server_hostname=self.host)
+        except OSError:  # ssl.SSLError included: a failed handshake fails the connect
             sock.close()
             raise
         self._sock = sock
@@ -177,13 +187,29 @@ class BrokerConnection:
                   and self._clock() - self._connected_at >= self._reconnect_time_interval_s):
                 log.debug("%r: reconnecting (reconnect.time.interval.ms)", self)
                 self.close()
-            elif self._poll.poll(0):
+            elif self._poll.poll(0) and self._closed_by_peer():
                 # 0.7 says nothing else: a refused produce (bad CRC, bad topic) looks the same.
                 log.warning("broker %s:%d closed the connection (it restarted, or refused a "
                             "request); reconnecting", self.host, self.port)
                 self.close()
         if self._sock is None:
             self.connect()
+
+    def _closed_by_peer(self) -> bool:
+        """Whether an idle socket that polls readable was closed (0.7 never speaks unasked)."""
+        if self._ssl_context is None:
+            return True
+        sock = self._sock
+        sock.setblocking(False)
+        try:
+            sock.recv(1)  # b"" (closed) or bytes nobody asked for: either way, start afresh
+        except ssl.SSLWantReadError:
+            return False  # only TLS housekeeping (a session ticket) was waiting
+        except OSError:
+            pass
+        finally:
+            sock.settimeout(self._socket_timeout_s)
+        return True
 
     def _read_response(self) -> tuple[int, memoryview]:
         sock, view = self._sock, self._view

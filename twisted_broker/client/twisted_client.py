@@ -14,6 +14,9 @@ made after that fails with the connection-lost reason, and so do the Deferreds s
 A response timeout (``timeout_s``) cancels the caller's Deferred only: its slot in the queue
 stays, and the late response is matched to it and dropped, so later requests still get their
 own responses.
+
+TLS (not in 0.7; for a broker listening on an ``ssl:`` endpoint): pass ``tls``, a client
+connection creator such as ``twisted.internet.ssl.optionsForClientTLS(hostname, trustRoot)``.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 
 from twisted.internet.defer import Deferred, fail, succeed
-from twisted.internet.endpoints import HostnameEndpoint, connectProtocol
+from twisted.internet.endpoints import HostnameEndpoint, connectProtocol, wrapClientTLS
 from twisted.internet.interfaces import IPushProducer
 from twisted.internet.protocol import Protocol
 from twisted.python.failure import Failure
@@ -137,10 +140,13 @@ class KafkaClientProtocol(Protocol):
 
 
 def connect_client(reactor, host: str, port: int, *, timeout_s: float = 30.0,
-                   max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES) -> Deferred[KafkaClientProtocol]:
-    """Connect a KafkaClientProtocol to ``host:port`` (a name or an IPv4/IPv6 address); fails
-    with a ConnectError after ``timeout_s``."""
+                   max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES, tls=None) -> Deferred[KafkaClientProtocol]:
+    """Connect a KafkaClientProtocol to ``host:port`` (a name or an IPv4/IPv6 address), over
+    TLS if ``tls`` (a client connection creator) is given; fails with a ConnectError after
+    ``timeout_s``."""
     endpoint = HostnameEndpoint(reactor, host, port, timeout=timeout_s)
+    if tls is not None:
+        endpoint = wrapClientTLS(tls, endpoint)
     return connectProtocol(endpoint, KafkaClientProtocol(max_response_bytes))
 
 
@@ -153,8 +159,8 @@ class TwistedProducer:
 
     @classmethod
     def connect(cls, reactor, host: str, port: int, *, connect_timeout_ms: int = 5000,
-                max_message_size: int = 1000000) -> Deferred["TwistedProducer"]:
-        d = connect_client(reactor, host, port, timeout_s=connect_timeout_ms / 1000)
+                max_message_size: int = 1000000, tls=None) -> Deferred["TwistedProducer"]:
+        d = connect_client(reactor, host, port, timeout_s=connect_timeout_ms / 1000, tls=tls)
         return d.addCallback(cls, max_message_size=max_message_size)
 
     def send(self, topic: str, partition: int, payloads: Iterable[Buffer],
@@ -198,9 +204,9 @@ class TwistedSimpleConsumer:
         self._timeout_s = socket_timeout_ms / 1000 if socket_timeout_ms > 0 else None
 
     @classmethod
-    def connect(cls, reactor, host: str, port: int, *,
-                socket_timeout_ms: int = 30000) -> Deferred["TwistedSimpleConsumer"]:
-        d = connect_client(reactor, host, port, timeout_s=max(socket_timeout_ms, 1) / 1000)
+    def connect(cls, reactor, host: str, port: int, *, socket_timeout_ms: int = 30000,
+                tls=None) -> Deferred["TwistedSimpleConsumer"]:
+        d = connect_client(reactor, host, port, timeout_s=max(socket_timeout_ms, 1) / 1000, tls=tls)
         return d.addCallback(cls, reactor, socket_timeout_ms=socket_timeout_ms)
 
     def fetch(self, request: FetchRequest) -> Deferred[FetchedMessageSet]:

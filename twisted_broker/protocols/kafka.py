@@ -6,6 +6,22 @@ wait in a queue, and the connection stops reading from its socket until the queu
 again, so a client that pipelines requests without reading responses cannot make the broker
 buffer without bound. Bad framing, an unknown request type or a malformed body close the
 connection (0.7 answers nothing), with one WARNING naming the peer.
+
+What a hostile or stuck peer can make the broker hold, and the bound on it:
+
+- responses it does not read: fetched regions stream only as fast as the socket takes them;
+  small responses (offsets, empty fetches) are written at once, so after every
+  ``PACE_BYTES`` of them the connection waits until the transport has sent them (the peer
+  read them) before it serves the next request;
+- requests it floods: at most ``REQUESTS_PER_TURN`` are served before the other connections
+  get their turn (the reactor reads 64 KiB at a time: 2,400 empty fetches);
+- requests it sends only in part: a frame up to ``SMALL_REQUEST_BYTES`` is buffered freely
+  (at most that plus one socket read per connection); a bigger one must first reserve its
+  declared size from a ``RequestBudget`` shared by every connection, and the connection stops
+  reading until it has. 0.7 allows 100 MB requests, so without it 1,000 connections each
+  holding a partly sent one could pin 100 GB. A reserved frame that receives nothing for
+  ``STALLED_REQUEST_S`` closes its connection, so a few silent peers cannot hold the budget
+  and starve every big produce.
 """
 
 from __future__ import annotations
@@ -18,7 +34,7 @@ from collections import deque
 from twisted.internet.protocol import Factory, Protocol
 
 from twisted_broker.errors import Truncated
-from twisted_broker.protocols.producers import stream_region
+from twisted_broker.protocols.producers import stream_region, wait_for_drain
 from twisted_broker.server.broker import Broker, CloseConnection, Piece
 from twisted_broker.storage.segment import FileRegion
 from twisted_broker.wire.framing import FrameDecoder, FrameTooLarge
@@ -27,26 +43,88 @@ from twisted_broker.wire.requests import TrailingBytes, UnknownRequestType, deco
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_REQUEST_BYTES = 104_857_600
+# Bytes of small responses written without knowing that the peer reads them.
+PACE_BYTES = 256 * 1024
+# Requests served from one connection before the reactor turns to the others: one read can
+# bring 2,400 empty fetches, 25 ms of work that every other connection would wait behind.
+REQUESTS_PER_TURN = 100
+# Requests up to this size (fetches, offsets, most produces) never wait for the budget.
+SMALL_REQUEST_BYTES = 64 * 1024
+STALLED_REQUEST_S = 30.0
+
+
+class RequestBudget:
+    """Bytes that all connections together may buffer for partly received big requests.
+
+    A connection reserves a big frame's whole declared size before reading its body, so
+    every reservation can complete on its peer's bytes alone: no two connections wait on
+    each other. Waiters are granted in arrival order; a frame larger than the whole budget
+    is granted when nothing else is reserved. Reactor thread only.
+    """
+
+    def __init__(self, limit_bytes: int) -> None:
+        self.limit_bytes = limit_bytes
+        self.reserved_bytes = 0
+        self._waiting: deque[tuple["KafkaServerProtocol", int]] = deque()
+
+    @property
+    def waiting(self) -> int:
+        return len(self._waiting)
+
+    def _fits(self, size: int) -> bool:
+        return self.reserved_bytes + size <= self.limit_bytes or self.reserved_bytes == 0
+
+    def reserve(self, protocol: "KafkaServerProtocol", size: int) -> bool:
+        """Reserve ``size`` bytes now (True), or queue ``protocol`` to be granted them later."""
+        if not self._waiting and self._fits(size):
+            self.reserved_bytes += size
+            return True
+        self._waiting.append((protocol, size))
+        return False
+
+    def release(self, size: int) -> None:
+        self.reserved_bytes -= size
+        while self._waiting and self._fits(self._waiting[0][1]):
+            protocol, size = self._waiting.popleft()
+            self.reserved_bytes += size
+            protocol.budget_granted(size)
+
+    def cancel(self, protocol: "KafkaServerProtocol") -> None:
+        """Forget a waiting connection (it went away)."""
+        self._waiting = deque(entry for entry in self._waiting if entry[0] is not protocol)
 
 
 class KafkaServerProtocol(Protocol):
     def __init__(self, broker: Broker, *, max_request_size: int = DEFAULT_MAX_REQUEST_BYTES,
-                 send_buffer_bytes: int | None = None, receive_buffer_bytes: int | None = None) -> None:
+                 send_buffer_bytes: int | None = None, receive_buffer_bytes: int | None = None,
+                 budget: RequestBudget | None = None, clock=None) -> None:
         self._broker = broker
         self._stats = broker.stats.requests
         self._decoder = FrameDecoder(max_request_size)
         self._frames: deque = deque()
-        self._busy = False  # a response is being streamed
+        self._busy = False  # a response is being streamed, or small ones are being drained
         self._paused = False  # reading stopped because requests arrived while busy
         self._closing = False
         self._buffer_sizes = (send_buffer_bytes, receive_buffer_bytes)
+        self._unconfirmed_bytes = 0  # small responses written since the transport last drained
+        # Shared by the factory's connections; a protocol made alone gets one of its own.
+        self._budget = budget or RequestBudget(2 * max_request_size)
+        # For the stalled-request timeout and the turns given to other connections; None
+        # (tests on a StringTransport): neither.
+        self._clock = clock
+        self._reserved_bytes = 0  # reserved for the frame being received
+        self._awaiting_budget = False
+        self._stall_timer = None
 
     def connectionMade(self) -> None:
         if self.factory is not None:
             self.factory.connections.add(self)
         self._stats.connections += 1
         self._stats.connections_total += 1
-        handle = getattr(self.transport, "getHandle", None)
+        transport = self.transport
+        # Under TLS the transport wraps the TCP connection, whose socket takes the options.
+        transport = getattr(transport, "transport", None) or transport
+        handle = getattr(transport, "getHandle", None)
         sock = handle() if handle is not None else None
         if isinstance(sock, socket.socket):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -62,6 +140,10 @@ class KafkaServerProtocol(Protocol):
         self._stats.connections -= 1
         self._closing = True
         self._frames.clear()
+        if self._awaiting_budget:
+            self._awaiting_budget = False
+            self._budget.cancel(self)
+        self._release_reservation()
 
     def dataReceived(self, data: bytes) -> None:
         if self._closing:
@@ -73,17 +155,80 @@ class KafkaServerProtocol(Protocol):
             self._paused = True
             self.transport.pauseProducing()
         try:
-            self._frames.extend(self._decoder.feed(data))
+            frames = self._decoder.feed(data)
         except FrameTooLarge as exc:
             # 0.7 reads one request at a time: the requests before the bad size are served
             # first, whether or not they arrived in the same read; then the connection closes.
             self._frames.extend(exc.frames)
             self._frames.append(exc)
+            self._release_reservation()
+        else:
+            self._frames.extend(frames)
+            self._budget_partial_frame(bool(frames))
         self._serve()
+
+    # -- the budget of partly received big requests --------------------------------------
+
+    def _budget_partial_frame(self, completed: bool) -> None:
+        """Account for the frame still being received after a read; stop reading if it must wait."""
+        if completed:
+            self._release_reservation()  # the reserved frame is complete (and queued or served)
+            if self._awaiting_budget:  # completed without waiting (a transport that kept reading)
+                self._awaiting_budget = False
+                self._budget.cancel(self)
+        elif self._reserved_bytes:
+            if self._stall_timer is not None:
+                self._stall_timer.reset(STALLED_REQUEST_S)
+            return
+        if self._awaiting_budget:
+            return
+        size = self._decoder.next_frame_size()
+        if size is None or size <= SMALL_REQUEST_BYTES:
+            return
+        if self._budget.reserve(self, size):
+            self._reserved(size)
+        else:
+            self._awaiting_budget = True
+            self.transport.pauseProducing()
+
+    def budget_granted(self, size: int) -> None:
+        """The budget grants a waiting reservation: read on."""
+        self._awaiting_budget = False
+        if self._closing:
+            self._budget.release(size)
+            return
+        self._reserved(size)
+        if not self._paused:
+            self.transport.resumeProducing()
+
+    def _reserved(self, size: int) -> None:
+        self._reserved_bytes = size
+        if self._clock is not None:
+            self._stall_timer = self._clock.callLater(STALLED_REQUEST_S, self._stalled)
+
+    def _release_reservation(self) -> None:
+        if self._stall_timer is not None:
+            if self._stall_timer.active():
+                self._stall_timer.cancel()
+            self._stall_timer = None
+        if self._reserved_bytes:
+            size, self._reserved_bytes = self._reserved_bytes, 0
+            self._budget.release(size)
+
+    def _stalled(self) -> None:
+        self._stall_timer = None
+        self._refuse(f"no bytes for {STALLED_REQUEST_S:.0f} s in the middle of a "
+                     f"{self._reserved_bytes}-byte request")
+        self._release_reservation()
 
     def _serve(self) -> None:
         """Handle queued frames in order until one needs streaming or the queue is empty."""
+        served = 0
         while self._frames and not self._busy and not self._closing:
+            if served == REQUESTS_PER_TURN and self._clock is not None:
+                self._next_turn()
+                return
+            served += 1
             frame = self._frames.popleft()
             if isinstance(frame, FrameTooLarge):
                 self._refuse(str(frame))
@@ -102,15 +247,52 @@ class KafkaServerProtocol(Protocol):
             if not any(isinstance(piece, FileRegion) for piece in pieces):
                 self._write_bytes(pieces)
                 self._stats.record(request_type, time.perf_counter() - started)
+                if self._unconfirmed_bytes >= PACE_BYTES:
+                    self._wait_for_drain()
                 continue
             self._busy = True
             self._stream(deque(pieces), request_type, started)
+
+    def _next_turn(self) -> None:
+        """Let the reactor serve other connections before this one's next requests."""
+        self._busy = True
+        if not self._paused:
+            self._paused = True
+            self.transport.pauseProducing()
+        self._clock.callLater(0, self._resume, False)
 
     def _write_bytes(self, pieces: list[Piece]) -> None:
         if pieces:
             data = b"".join(pieces)
             self._stats.bytes_written.add(len(data))
+            self._unconfirmed_bytes += len(data)
             self.transport.write(data)
+
+    def _wait_for_drain(self) -> None:
+        """Serve nothing more until the transport has sent the small responses written so far.
+
+        Without this a peer that pipelines offsets requests (up to 8 bytes per segment
+        returned for a 31-byte request) and never reads would grow the transport's buffer
+        without bound.
+        """
+        self._busy = True
+        wait_for_drain(self.transport).addCallbacks(
+            self._drained, lambda failure: self._stream_failed(deque(), failure))
+
+    def _drained(self, _: object) -> None:
+        self._resume(True)
+
+    def _resume(self, drained: bool) -> None:
+        """Serve on after a drain wait (``drained``) or a turn given to other connections."""
+        if drained:
+            self._unconfirmed_bytes = 0
+        self._busy = False
+        if not self._closing:
+            if self._paused:
+                self._paused = False
+                if not self._awaiting_budget:
+                    self.transport.resumeProducing()
+            self._serve()
 
     def _stream(self, pieces: deque, request_type: int, started: float) -> None:
         """Write pieces in order; stream each region, then continue with what follows it."""
@@ -132,10 +314,14 @@ class KafkaServerProtocol(Protocol):
                 return
         self._stats.record(request_type, time.perf_counter() - started)
         self._busy = False
+        # A streamed region ends once the transport took its last bytes: what was written
+        # before it has been sent.
+        self._unconfirmed_bytes = 0
         if not self._closing:
             if self._paused:
                 self._paused = False
-                self.transport.resumeProducing()
+                if not self._awaiting_budget:
+                    self.transport.resumeProducing()
             self._serve()
 
     def _stream_failed(self, pieces: deque, failure) -> None:
@@ -165,9 +351,21 @@ class KafkaServerProtocol(Protocol):
 
 
 class KafkaServerFactory(Factory):
-    def __init__(self, broker: Broker, **protocol_options) -> None:
+    """Builds the connections of one listening port; they share one RequestBudget.
+
+    ``max_buffered_request_bytes`` (default: twice the largest request) bounds what partly
+    received big requests may hold in all; ``clock`` (the reactor) enables the
+    stalled-request timeout and the turns between connections.
+    """
+
+    def __init__(self, broker: Broker, *, max_buffered_request_bytes: int | None = None,
+                 clock=None, **protocol_options) -> None:
         self._broker, self._options = broker, protocol_options
         self.connections: set[KafkaServerProtocol] = set()
+        if max_buffered_request_bytes is None:
+            max_buffered_request_bytes = 2 * protocol_options.get("max_request_size", DEFAULT_MAX_REQUEST_BYTES)
+        self.budget = RequestBudget(max_buffered_request_bytes)
+        self._clock = clock
 
     def disconnect_all(self) -> None:
         """Drop every connection now (broker shutdown: no request may reach a closing log)."""
@@ -177,6 +375,6 @@ class KafkaServerFactory(Factory):
     noisy = False  # one log line per connection would drown the broker log
 
     def buildProtocol(self, addr) -> KafkaServerProtocol:
-        protocol = KafkaServerProtocol(self._broker, **self._options)
+        protocol = KafkaServerProtocol(self._broker, budget=self.budget, clock=self._clock, **self._options)
         protocol.factory = self
         return protocol

@@ -128,6 +128,45 @@ class SendfileProducer(_RegionProducer):
             self._finish()
 
 
+@implementer(IPullProducer)
+class DrainWaiter:
+    """Fires ``done`` once the transport has sent what was written before it (a pull producer:
+    Twisted calls it when its write buffer is empty). The first call, from registerProducer,
+    comes while bytes may still be buffered, so it only re-arms writing, as SendfileProducer."""
+
+    def __init__(self, consumer) -> None:
+        self._consumer = consumer
+        self._armed = False
+        self.done: Deferred[None] = Deferred()
+
+    def start(self) -> Deferred[None]:
+        self._consumer.registerProducer(self, False)
+        return self.done
+
+    def resumeProducing(self) -> None:
+        if self.done.called:
+            return
+        if not self._armed:
+            # On TCP, doWrite calls us again once its buffer is empty; under TLS the
+            # pull-to-push adapter calls us again while its transport is not paused.
+            self._armed = True
+            start_writing = getattr(self._consumer, "startWriting", None)
+            if start_writing is not None:
+                start_writing()
+            return
+        self._consumer.unregisterProducer()
+        self.done.callback(None)
+
+    def stopProducing(self) -> None:
+        if not self.done.called:
+            self.done.errback(ConnectionError("connection lost while waiting for the peer to read"))
+
+
+def wait_for_drain(transport) -> Deferred[None]:
+    """A Deferred that fires when ``transport`` has sent everything written to it so far."""
+    return DrainWaiter(transport).start()
+
+
 def stream_region(region: FileRegion, transport) -> Deferred[int]:
     """Send ``region`` on ``transport``, by sendfile where possible; fires with the byte count."""
     producer_class = SendfileProducer if can_sendfile(transport) else ChunkedFileProducer

@@ -127,7 +127,8 @@ class Broker:
                 raise InvalidFetchSize(f"negative fetch size {request.max_size}")
             log_ = self.logs.get_log(request.topic, request.partition)
             region = log_.read(request.offset, request.max_size) if log_ is not None else None
-        except (OffsetOutOfRange, WrongPartition, InvalidFetchSize) as exc:
+        except (OffsetOutOfRange, WrongPartition, InvalidFetchSize, InvalidMessage) as exc:
+            # InvalidMessage: the message at the offset is damaged on disk (logged once where found).
             self._failed_fetch(request.topic)
             return exc.code, None
         except (InvalidTopic, OSError) as exc:

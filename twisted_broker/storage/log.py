@@ -97,7 +97,8 @@ class Log:
         Returns None when ``offset`` is the flushed end (nothing new). The region never spans
         two segments and is cut at a message boundary. Raises OffsetOutOfRange for an offset
         before the first segment or past the flushed end (spec 4.3), ValueError for a negative
-        ``max_size``. The caller closes the region.
+        ``max_size``, InvalidMessage if the message at ``offset`` is damaged on disk (the region
+        of an earlier offset ends before such a message). The caller closes the region.
         """
         if max_size < 0:
             raise ValueError(f"negative fetch size {max_size}")

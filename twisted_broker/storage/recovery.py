@@ -6,7 +6,8 @@ scanned from position 0 through a read-only memory map (no copy): each entry's l
 at least 5 and fit in the file, its magic known and its CRC correct. The file is cut at the
 first entry that fails, which is the last boundary every reader could have seen; everything
 before it is kept. Older segments were complete when the log rolled past them and are not
-scanned, as in 0.7.
+scanned, as in 0.7: damage inside them is found when a fetch first reads it, and fenced, never
+truncated (verification.py).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ def recover_segment(segment: Segment) -> int:
     with open(segment.path, "rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
         with memoryview(mapped) as view:
             result = scan(view, check_crc=True)
+    segment.verified.add(0, result.valid_bytes)  # CRC-checked: fetches need not check it again
     if result.valid_bytes == segment.size:
         return 0
     cut = segment.size - result.valid_bytes

@@ -11,21 +11,32 @@ Reads are cut at a message boundary. Boundaries are known from appends (and reco
 sparsely in memory (one every ``INDEX_INTERVAL_BYTES``, like Kafka 0.8's index interval), and
 otherwise found by walking length fields from a known boundary: the walk is at most one
 interval plus one message when the index covers the region, and indexes what it walks.
+
+Bytes loaded from disk are CRC-checked the first time a fetch reaches them (verification.py):
+a damaged message is never served; fetches stop before it and a fetch at it raises
+InvalidMessage, logged once per damaged message.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import struct
 from array import array
 from bisect import bisect_right
 
-from twisted_broker.errors import LogWriteError
+from twisted_broker.errors import InvalidMessage, LogWriteError
 from twisted_broker.storage.flusher import FlushJob
+from twisted_broker.storage.verification import (
+    VerifiedRanges, entry_length, looks_like_damaged_boundary, scan_entries,
+)
 from twisted_broker.wire.crc import crc32
+
+log = logging.getLogger(__name__)
 
 SUFFIX = ".kafka"
 INDEX_INTERVAL_BYTES = 4096
+MAX_DAMAGE_RECORDS = 1024  # per segment; real damage is a handful, see _record_damage
 WALK_WINDOW_BYTES = 64 * 1024
 _LENGTH = struct.Struct(">i")
 _MIN_ENTRY = 5
@@ -44,17 +55,40 @@ def parse_segment_file_name(name: str) -> int | None:
     return int(digits) if digits.isascii() and digits.isdigit() else None
 
 
+class SharedDescriptor:
+    """A duplicate of a segment's descriptor, shared by the regions handed out from it.
+
+    It closes when the last region using it closes. Shared, not one per region: a MultiFetch
+    may name one partition 32,767 times, and a peer that then never reads its response
+    would otherwise pin that many descriptors (and the broker could open no file).
+    """
+
+    __slots__ = ("fd", "users")
+
+    def __init__(self, fd: int) -> None:
+        self.fd, self.users = os.dup(fd), 0
+
+    def release(self) -> None:
+        self.users -= 1
+        if self.users == 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
 class FileRegion:
     """``length`` bytes at ``position`` of an open file, for streaming with sendfile or pread.
 
-    It owns a duplicate of the segment's descriptor: retention may unlink and close the
-    segment while the region is being sent, and the region stays readable until ``close()``.
+    It reads through a duplicate of the segment's descriptor (a SharedDescriptor): retention
+    may unlink and close the segment while the region is being sent, and the region stays
+    readable until ``close()``.
     """
 
-    __slots__ = ("fd", "position", "length")
+    __slots__ = ("_descriptor", "fd", "position", "length")
 
-    def __init__(self, fd: int, position: int, length: int) -> None:
-        self.fd, self.position, self.length = fd, position, length
+    def __init__(self, descriptor: SharedDescriptor, position: int, length: int) -> None:
+        descriptor.users += 1
+        self._descriptor = descriptor
+        self.fd, self.position, self.length = descriptor.fd, position, length
 
     def read(self) -> bytes:
         """The region's bytes. For tests and small tools only: the broker streams regions."""
@@ -62,8 +96,8 @@ class FileRegion:
 
     def close(self) -> None:
         if self.fd >= 0:
-            os.close(self.fd)
             self.fd = -1
+            self._descriptor.release()
 
     def __enter__(self) -> "FileRegion":
         return self
@@ -95,6 +129,12 @@ class Segment:
         # True when a failed write could not be cut back off the file: its tail is in doubt.
         self.damaged = False
         self._index = array("q", [0])  # known message boundaries (file positions), sorted
+        self._readers: SharedDescriptor | None = None  # the regions' descriptor while any is open
+        # File ranges known to hold valid entries (appended here, or scanned), and the damaged
+        # messages found in the others: file position -> reason (verification.py).
+        self.verified = VerifiedRanges()
+        self.damaged_messages: dict[int, str] = {}
+        self._unrecorded_damage = ""
         if self.size:
             self._index.append(self.size)
 
@@ -121,6 +161,7 @@ class Segment:
                 raise LogWriteError(truncate_exc.errno, f"{self.path}: cannot cut back a failed write: {truncate_exc}") from exc
             raise LogWriteError(exc.errno, f"{self.path}: {exc.strerror}") from exc
         self.size = before + written
+        self.verified.add(before, self.size)  # the broker validated every entry it appends
         if self.first_append_time is None:
             self.first_append_time = now
         self.modified_time = now
@@ -145,6 +186,7 @@ class Segment:
         os.ftruncate(self._fd, size)
         os.fsync(self._fd)
         self.size = self.flushed_size = size
+        self.verified.cut(size)
         del self._index[bisect_right(self._index, size):]
         if self._index[-1] != size:
             self._index.append(size)
@@ -155,12 +197,71 @@ class Segment:
         If not even the first message fits in ``max_bytes``, the region is the raw
         ``max_bytes`` (0.7's behaviour): the client then sees an incomplete first message and
         reports that its fetch size is too small, instead of polling an empty answer forever.
+
+        Bytes not yet known to be valid are CRC-checked first; the region ends before a
+        damaged message, and InvalidMessage is raised if it would start with one.
         """
+        if position in self.damaged_messages:
+            raise self._damage_error(position)
         limit = min(position + max_bytes, self.flushed_size)
         end = limit if limit == self.flushed_size else self._last_boundary(position, limit)
         if end <= position:
             end = limit
-        return FileRegion(os.dup(self._fd), position, end - position)
+            if position < limit and self.verified.covered_until(position) == position:
+                self._check_entry_at(position)
+        elif (verified := self.verified.covered_until(position)) < end:
+            end = self._verify(position, verified, end)
+        readers = self._readers
+        if readers is None or readers.fd < 0:
+            readers = self._readers = SharedDescriptor(self._fd)
+        return FileRegion(readers, position, end - position)
+
+    def _check_entry_at(self, position: int) -> None:
+        """Raise InvalidMessage if the entry at ``position``, which no region could start with,
+        is a damaged message rather than one too big for the fetch or a misaligned offset."""
+        if self._index[bisect_right(self._index, position) - 1] == position:  # a known boundary
+            length = entry_length(self._fd, position)
+            if length is None or length < 5 or position + 4 + length > self.flushed_size:
+                self._record_damage(position, f"its length field ({length}) frames no message")
+                raise self._damage_error(position)
+        elif looks_like_damaged_boundary(self._fd, position, self.flushed_size):
+            self._record_damage(position, "its CRC does not match its payload")
+            raise self._damage_error(position)
+
+    def _verify(self, position: int, start: int, end: int) -> int:
+        """Check ``[start, end)`` (``start`` a boundary); return where the region must end."""
+        if start not in self.damaged_messages:
+            valid, error = scan_entries(self._fd, start, end)
+            self.verified.add(start, start + valid)
+            if error is None:
+                return end
+            start += valid
+            self._record_damage(start, error.reason)
+        if start == position:
+            raise self._damage_error(position)
+        return start
+
+    def _record_damage(self, position: int, reason: str) -> None:
+        length = entry_length(self._fd, position)
+        following = position + 4 + length if length is not None and length >= 5 else None
+        if following is not None and following <= self.flushed_size:
+            after = f"the next message starts at offset {self.start + following}"
+        else:
+            after = "its length field is damaged too, so the next message cannot be located"
+        if len(self.damaged_messages) >= MAX_DAMAGE_RECORDS:
+            # A fetch at a misaligned offset of a loaded segment looks like damage too: a
+            # client sending random offsets must not grow this (or the log) without bound.
+            self._unrecorded_damage = reason
+            return
+        self.damaged_messages[position] = reason
+        # Logged once: the position is remembered, and no later fetch scans it again.
+        log.error("%s: damaged message at offset %d (file position %d): %s; fetches stop before "
+                  "it and a fetch at it gets InvalidMessage; %s", self.path, self.start + position,
+                  position, reason, after)
+
+    def _damage_error(self, position: int) -> InvalidMessage:
+        reason = self.damaged_messages.get(position, self._unrecorded_damage)
+        return InvalidMessage(self.start + position, f"{self.path}: damaged on disk ({reason})")
 
     def _last_boundary(self, position: int, limit: int) -> int:
         """The last message boundary in ``(position, limit]``, or ``position`` if none is found."""

@@ -145,3 +145,22 @@ def test_a_region_stays_readable_after_its_segment_is_deleted(tmp_path):
     assert segment.deleted and os.listdir(tmp_path) == []
     assert region.read() == ENTRY * 2
     region.close()
+
+
+def test_damage_records_are_bounded_however_much_of_a_segment_is_damaged(tmp_path, monkeypatch):
+    from twisted_broker.errors import InvalidMessage
+    from twisted_broker.storage import segment as segment_module
+    from twisted_broker.wire.message_set import encode_message_set
+
+    monkeypatch.setattr(segment_module, "MAX_DAMAGE_RECORDS", 3)
+    data = bytearray(encode_message_set([b"x" * 100] * 20))
+    entry = 4 + 6 + 100
+    for index in range(20):  # flip one payload byte of every message: each fails its CRC
+        data[index * entry + 10] ^= 0xFF
+    (tmp_path / "00000000000000000000.kafka").write_bytes(data)
+    loaded = segment_module.Segment(str(tmp_path), 0, now=0.0)  # loaded: nothing verified yet
+    for index in range(20):
+        with pytest.raises(InvalidMessage):
+            loaded.region(index * entry, 1000)
+    assert len(loaded.damaged_messages) == 3  # refused every time, remembered (and logged) 3 times
+    loaded.close()
