@@ -34,8 +34,11 @@ BROKER_STOP_TIMEOUT_S = 15.0
 def broker_command() -> list[str]:
     """The twistd command line that runs one broker in the foreground."""
     twistd = Path(sys.executable).with_name("twistd")  # the venv's, next to its python
+    # The console and debug ports are off by default in twistd (tests start many brokers);
+    # the single-machine cluster has them on their INTERFACES.md ports, on loopback.
     return [str(twistd) if twistd.exists() else "twistd", "-n", "--pidfile=", "--logfile=-",
-            "broker", "--config", str(SERVER_CONFIG)]
+            "broker", "--config", str(SERVER_CONFIG),
+            "--webui", "tcp:8080:interface=127.0.0.1", "--debug", "tcp:9093:interface=127.0.0.1"]
 
 
 def stop_broker(broker: subprocess.Popen[bytes]) -> None:

@@ -40,11 +40,18 @@ class Options(usage.Options):
         ["zk", None, None, "ZooKeeper connect string host:port[,...][/chroot] (overrides zk.connect)"],
         ["listen", None, None, "Twisted endpoint of the wire protocol, e.g. ssl:9092:privateKey=k.pem "
                                "(default tcp:<port>:interface=<hostname or 127.0.0.1>)"],
-        ["webui", None, "none", "endpoint of the embedded admin site (not built yet: only 'none')"],
-        ["debug", None, "none", "endpoint of the debug port (not built yet: only 'none')"],
+        ["webui", None, "none", "endpoint of the embedded admin console, e.g. tcp:8080:interface=127.0.0.1 "
+                                "(make run's); 'none' turns it off"],
+        ["webui-port-file", None, None, "write the admin console's bound port to this file (for tests)"],
+        ["debug", None, "none", "endpoint of the telnet-style debug port, e.g. tcp:9093:interface=127.0.0.1 "
+                                "(make run's); 'none' turns it off"],
+        ["debug-port-file", None, None, "write the debug port's bound port to this file (for tests)"],
+        ["debug-idle-timeout", None, "300", "seconds after which an idle debug session is closed"],
         ["port-file", None, None, "write the bound port to this file once started (for tests)"],
     ]
-    optFlags = [["no-zk", None, "run without ZooKeeper (enable.zookeeper=false)"]]
+    optFlags = [["no-zk", None, "run without ZooKeeper (enable.zookeeper=false)"],
+                ["allow-admin-actions", None, "enable the admin console's one write action (resetting a "
+                                              "stopped group's offsets)"]]
 
     def overrides(self) -> dict[str, str]:
         """The properties the command line sets, keyed by their Kafka 0.7 names."""
@@ -55,9 +62,12 @@ class Options(usage.Options):
         return result
 
     def postOptions(self) -> None:
-        for option in ("webui", "debug"):
-            if self[option] != "none":  # refused rather than ignored: the user asked for a port
-                raise usage.UsageError(f"--{option}: the admin site and debug port are not built yet")
+        try:
+            self["debug-idle-timeout"] = float(self["debug-idle-timeout"])
+        except ValueError:
+            raise usage.UsageError("--debug-idle-timeout: a number of seconds") from None
+        if not self["debug-idle-timeout"] > 0:
+            raise usage.UsageError("--debug-idle-timeout: must be more than 0 seconds")
         # The config warns about unknown keys. Those warnings belong in twistd's log, which
         # keeps events until it opens, not on a stderr that a daemon closes; if the config is
         # refused the log never opens, so they go with the error (brokerId=0 -> brokerid).
@@ -112,7 +122,7 @@ def _advertised_host(config: BrokerConfig) -> str:
         return "127.0.0.1"
 
 
-def makeService(options: Options) -> BrokerService:
+def makeService(options: Options):  # BrokerService, in a MultiService with --webui
     from twisted.internet import reactor  # the composition root is the one place that names it
 
     _forward_logging()
@@ -123,10 +133,10 @@ def makeService(options: Options) -> BrokerService:
     broker = Broker(logs, stats, max_message_size=config.max_message_size)
     factory = KafkaServerFactory(broker, max_request_size=config.max_socket_request_bytes,
                                  send_buffer_bytes=config.socket_send_buffer,
-                                 receive_buffer_bytes=config.socket_receive_buffer)
+                                 receive_buffer_bytes=config.socket_receive_buffer, clock=reactor)
     # Bound to 127.0.0.1 unless the configuration names a host, as every port of ours.
     listen = options["listen"] or f"tcp:{config.port}:interface={config.hostname or '127.0.0.1'}"
-    registration = None
+    registration = zk = None
     if config.enable_zookeeper:
         from twisted_broker.registry.broker_registration import BrokerRegistration
         from twisted_broker.registry.zookeeper import ZooKeeper
@@ -135,11 +145,37 @@ def makeService(options: Options) -> BrokerService:
         registration = BrokerRegistration(
             zk, broker_id=config.brokerid, host=_advertised_host(config), startup_ms=int(time.time() * 1000),
             partitions_for=config.partitions_for, session_timeout_ms=config.zk_sessiontimeout_ms, clock=reactor)
+    debug = None
+    if options["debug"] != "none":
+        from twisted_broker.protocols.debug import DebugFactory
+        from twisted_broker.server.debug_commands import DebugCommands
+
+        commands = DebugCommands(logs, stats, clock=reactor, broker_id=config.brokerid, zk=zk)
+        debug = (serverFromString(reactor, options["debug"]),
+                 DebugFactory(commands, clock=reactor, idle_timeout_s=options["debug-idle-timeout"]))
     service = BrokerService(
         logs=logs, factory=factory, endpoint=serverFromString(reactor, listen), reactor=reactor,
         flush_check_interval_ms=config.log_default_flush_scheduler_interval_ms,
         cleanup_interval_mins=config.log_cleanup_interval_mins, registration=registration,
         zk_connect_timeout_ms=config.zk_connectiontimeout_ms,
-        port_file=options["port-file"] and os.path.abspath(options["port-file"]))
+        port_file=options["port-file"] and os.path.abspath(options["port-file"]),
+        debug=debug, debug_port_file=options["debug-port-file"] and os.path.abspath(options["debug-port-file"]))
     service.broker = broker
-    return service
+    if options["webui"] == "none":
+        return service
+    from twisted.application.service import MultiService
+
+    from twisted_broker.server.stats import broker_snapshot
+    from webui.service import embedded_console
+
+    top = MultiService()  # stops its children in reverse: the console's port closes before the logs
+    service.setServiceParent(top)
+    embedded_console(
+        serverFromString(reactor, options["webui"]), reactor=reactor, broker_id=config.brokerid,
+        snapshot=lambda: broker_snapshot(stats, logs), zk=zk, zk_connect=config.zk_connect,
+        host=config.hostname or "127.0.0.1", port=lambda: service.port, topics=logs.topics,
+        partitions_for=config.partitions_for, allow_admin_actions=bool(options["allow-admin-actions"]),
+        port_file=options["webui-port-file"] and os.path.abspath(options["webui-port-file"]),
+    ).setServiceParent(top)
+    top.broker = broker
+    return top

@@ -7,3 +7,5 @@ plugins (twistd --help) stays cheap and never imports the broker itself.
 from twisted.application.service import ServiceMaker
 
 broker = ServiceMaker("twisted_broker", "twisted_broker.tap", "A Kafka 0.7 broker.", "broker")
+webui = ServiceMaker("twisted_broker webui", "webui.tap", "The admin web console of a twisted_broker cluster.",
+                     "webui")

@@ -1,14 +1,14 @@
 """The broker's lifecycle as one Twisted service: start in order, stop in the reverse-safe order.
 
 Start (twistd's privileged start, before the reactor runs, so blocking here stalls nothing):
-open the logs (recovery), listen, then register in ZooKeeper with the bound port, so a broker
-is never advertised before it can answer. Then (reactor running) the flush and retention timers
-start and the topics on disk are registered.
+open the logs (recovery), listen (the wire protocol, then the debug port if any), then register
+in ZooKeeper with the bound port, so a broker is never advertised before it can answer. Then
+(reactor running) the flush and retention timers start and the topics on disk are registered.
 
 Stop (spec: listeners first, then logs, then the registration): stop listening and drop the
-connections, so no request reaches a closing log; stop the timers; flush and close every log
-and write the clean-shutdown marker; finish the flusher thread; close the ZooKeeper session.
-A crash skips all of it, so the next start recovers.
+connections (debug sessions too), so no request or debug command reaches a closing log; stop
+the timers; flush and close every log and write the clean-shutdown marker; finish the flusher
+thread; close the ZooKeeper session. A crash skips all of it, so the next start recovers.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import logging
 
 from twisted.application.service import Service
 from twisted.internet.defer import inlineCallbacks
+from twisted.internet.protocol import Factory
 from twisted.internet.task import LoopingCall
 
 from twisted_broker.protocols.kafka import KafkaServerFactory
@@ -33,7 +34,8 @@ class BrokerService(Service):
     def __init__(self, *, logs: LogManager, factory: KafkaServerFactory, endpoint, reactor,
                  flush_check_interval_ms: int, cleanup_interval_mins: int,
                  registration: BrokerRegistration | None = None, zk_connect_timeout_ms: int = 6000,
-                 port_file: str | None = None) -> None:
+                 port_file: str | None = None, debug: tuple[object, Factory] | None = None,
+                 debug_port_file: str | None = None) -> None:
         self.logs = logs
         self.factory = factory
         self._endpoint = endpoint
@@ -44,6 +46,10 @@ class BrokerService(Service):
         self._zk_connect_timeout_s = zk_connect_timeout_ms / 1000
         self._port_file = port_file
         self._port = None
+        # (endpoint, factory) of the debug port; its factory must have disconnect_all().
+        self._debug = debug
+        self._debug_port_file = debug_port_file
+        self._debug_port = None
         self._flusher: ThreadFlusher | None = None
         self._flush_loop = LoopingCall(self._flush_due)
         self._cleanup_loop = LoopingCall(self._cleanup)
@@ -60,18 +66,19 @@ class BrokerService(Service):
         self._flusher = ThreadFlusher()
         self.logs.flusher = self._flusher
         self.logs.open()
-        ports, failures = [], []
-        # TCP and TLS endpoints listen at once, so the outcome is known before the reactor runs.
-        self._endpoint.listen(self.factory).addCallbacks(ports.append, failures.append)
-        if failures:
-            failures[0].raiseException()  # e.g. the port is in use: twistd reports it and exits
-        self._port = ports[0]
+        self._port = _listen_now(self._endpoint, self.factory)
         log.info("listening on port %d", self.port)
+        if self._debug is not None:
+            self._debug_port = _listen_now(*self._debug)
+            log.info("debug port listening on port %d", self._debug_port.getHost().port)
         if self.registration is not None:
             self.logs.on_new_topic = self.registration.add_topic
             self.registration.register_blocking(self.port, self.logs.topics(), self._zk_connect_timeout_s)
         # Last: whoever waits for this file takes the broker as started, so a broker that is
         # about to exit (its id is registered by another) must not have written it.
+        if self._debug_port is not None and self._debug_port_file:
+            with open(self._debug_port_file, "w") as file:
+                file.write(f"{self._debug_port.getHost().port}\n")
         if self._port_file:
             with open(self._port_file, "w") as file:
                 file.write(f"{self.port}\n")
@@ -101,7 +108,11 @@ class BrokerService(Service):
         super().stopService()
         if self._port is not None:
             yield self._port.stopListening()
+        if self._debug_port is not None:
+            yield self._debug_port.stopListening()
         self.factory.disconnect_all()
+        if self._debug is not None:
+            self._debug[1].disconnect_all()
         for loop in (self._flush_loop, self._cleanup_loop):
             if loop.running:
                 loop.stop()
@@ -113,3 +124,15 @@ class BrokerService(Service):
         if self.registration is not None:
             yield self.registration.stop()
         log.info("broker stopped cleanly")
+
+
+def _listen_now(endpoint, factory: Factory):
+    """Listen on ``endpoint`` and return the port; raise what the endpoint failed with.
+
+    TCP and TLS endpoints listen at once, so the outcome is known before the reactor runs.
+    """
+    ports, failures = [], []
+    endpoint.listen(factory).addCallbacks(ports.append, failures.append)
+    if failures:
+        failures[0].raiseException()  # e.g. the port is in use: twistd reports it and exits
+    return ports[0]

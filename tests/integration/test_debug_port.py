@@ -1,0 +1,213 @@
+"""The debug port of a real ``twistd -n broker`` over real sockets.
+
+Each broker listens for debug sessions on ``--debug tcp:0:interface=127.0.0.1`` and writes the
+port it bound to ``--debug-port-file``. A session reads the greeting, then sends one command
+per line and reads each answer up to the empty line that ends it.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+
+from tests.integration.polling import latest_offset, produce_payloads, wait_for, wait_for_end
+from twisted_broker.wire.compression import GZIP
+from twisted_broker.wire.message_set import encode_compressed_message_set
+from twisted_broker.wire.requests import ProduceRequest, encode_request
+
+NUL_AND_BAD_UTF8 = b"nul\x00 and \xff\xfe not utf-8"
+
+
+class DebugSession:
+    """A telnet-like client: ``ask(line)`` returns the answer's lines."""
+
+    def __init__(self, port: int, timeout_s: float = 10.0) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout_s)
+        self._buffer = b""
+        self.greeting = self.answer()
+
+    def answer(self) -> list[str]:
+        while b"\n\n" not in self._buffer:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise ConnectionError(f"closed by the broker; unanswered: {self._buffer!r}")
+            self._buffer += chunk
+        text, self._buffer = self._buffer.split(b"\n\n", 1)
+        return text.decode("utf-8").split("\n")
+
+    def ask(self, line: str | bytes) -> list[str]:
+        self.sock.sendall((line.encode() if isinstance(line, str) else line) + b"\n")
+        return self.answer()
+
+    def read_to_end(self, timeout_s: float = 5.0) -> bytes:
+        """Everything the broker still sends until it closes the connection."""
+        self.sock.settimeout(timeout_s)
+        data = self._buffer
+        while chunk := self.sock.recv(65536):
+            data += chunk
+        return data
+
+    def is_closed_by_peer(self, timeout_s: float = 5.0) -> bool:
+        self.sock.settimeout(timeout_s)
+        try:
+            return self.sock.recv(1) == b""
+        except ConnectionResetError:
+            return True
+        except socket.timeout:
+            return False
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> "DebugSession":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+@pytest.fixture
+def debug_broker(broker_factory, tmp_path):
+    """``debug_broker(name, idle_timeout_s=..., **options)`` -> (broker, debug port)."""
+
+    def start(name: str = "broker", idle_timeout_s: float = 60.0, **options):
+        port_file = tmp_path / f"{name}-debug-port"
+        extra = ["--debug", "tcp:0:interface=127.0.0.1", "--debug-port-file", str(port_file),
+                 "--debug-idle-timeout", str(idle_timeout_s)]
+        broker = broker_factory(name, extra_args=extra + options.pop("extra_args", []), **options)
+        return broker, int(port_file.read_text())
+
+    return start
+
+
+def columns(line: str) -> list[str]:
+    return line.split()
+
+
+def produce_raw(broker, topic: str, partition: int, messages: bytes) -> None:
+    with broker.connect() as client:
+        before = latest_offset(client, topic, partition)
+        client.send(encode_request(ProduceRequest(topic, partition, messages)))
+        wait_for_end(client, topic, before + len(messages), partition)  # flushed on a thread
+
+
+def produce_visible(broker, topic: str, partition: int, payloads: list[bytes]) -> None:
+    """Produce and wait until the broker's flusher thread made the messages visible."""
+    messages = produce_payloads(broker, topic, partition, payloads)
+    with broker.connect() as client:
+        wait_for_end(client, topic, len(messages), partition)
+
+
+def test_every_command_answers_and_errors_keep_the_session_open(debug_broker):
+    broker, port = debug_broker()
+    produce_visible(broker, "t", 0, [b"one", b"two"])
+    with DebugSession(port) as session:
+        assert session.greeting == ["twisted_broker debug port, broker 0: 'help' lists the commands"]
+        assert session.ask("frobnicate") == ["error: unknown command 'frobnicate': 'help' lists the commands"]
+        help_text = "\n".join(session.ask("help"))
+        for command in ("help", "stats", "topics", "partitions", "offsets", "tail", "dump", "zk ls",
+                        "zk get", "flush", "quit"):
+            assert command in help_text
+        stats = session.ask("stats")
+        assert {"socket server", "requests", "all topics", "log flush", "topics", "logs"} <= set(stats)
+        assert columns(next(line for line in stats if line.strip().startswith("messages in"))) == [
+            "messages", "in", "2"]
+        assert session.ask("topics") == ["topic  partitions  configured  bytes  messages appended",
+                                         "t               1           1     26                  2"]
+        assert session.ask("partitions t")[1].split()[:4] == ["0", "0", "26", "26"]
+        assert session.ask("partitions nope") == ["error: no topic 'nope' on this broker"]
+        assert session.ask("offsets t 0") == ["offset", "    26"]
+        assert session.ask("offsets t 0 earliest 10") == ["offset", "     0"]
+        assert session.ask("offsets t x") == ["error: PARTITION must be an integer, not 'x'"]
+        assert session.ask("tail t 0 1")[1].endswith('"two"')
+        assert session.ask("tail t 5") == ["error: partition 5 of 't' is not in [0, 1)"]
+        assert session.ask("dump t 0 0")[-1] == "next offset 26"
+        assert session.ask("dump t 0 999") == ["error: offset 999 is outside [0, 26] of t-0"]
+        assert session.ask("zk ls /brokers/ids") == ["error: ZooKeeper is not enabled"]
+        assert session.ask("flush") == ["log  end offset  state", "t-0          26  flushed"]
+        assert session.ask(b"\xff\xfe\xfd") == ["error: the command is not UTF-8 text"]
+        assert session.ask("quit") == ["bye"]
+        assert session.is_closed_by_peer()
+
+
+def test_tail_shows_the_last_messages_with_offsets_and_escaped_payloads(debug_broker):
+    broker, port = debug_broker()
+    produce_visible(broker, "t", 0, [b"m%d" % i for i in range(20)] + [NUL_AND_BAD_UTF8])
+    with DebugSession(port) as session:
+        lines = session.ask("tail t 0 3")
+    assert lines == [
+        "offset  next  bytes  crc  codec  payload",
+        "   224   237      3  ok   none   \"m18\"",
+        "   237   250      3  ok   none   \"m19\"",
+        "   250   281     21  ok   none   \"nul\\x00 and \\xff\\xfe not utf-8\""]
+
+
+def test_dump_is_bounded_by_maxbytes_and_expands_wrappers(debug_broker):
+    broker, port = debug_broker()
+    produce_visible(broker, "t", 0, [b"plain-%d" % i for i in range(10)])  # 17 bytes each
+    produce_raw(broker, "t", 0, encode_compressed_message_set([b"in-1", b"in-2", b"in\x003"], GZIP))
+    with DebugSession(port) as session:
+        bounded = session.ask("dump t 0 0 40")
+        assert [columns(line)[0] for line in bounded[1:-1]] == ["0", "17"]
+        assert bounded[-1] == "next offset 34"
+        wrapper = session.ask("dump t 0 170")
+        end = int(session.ask("offsets t 0")[1])
+    assert [columns(line)[:6] for line in wrapper[1:-1]] == [
+        ["170", "170", "4", "ok", "gzip", "1/3"],
+        ["170", "170", "4", "ok", "gzip", "2/3"],
+        ["170", str(end), "4", "ok", "gzip", "3/3"]]
+    assert wrapper[3].endswith('"in\\x003"')
+    assert wrapper[-1] == f"next offset {end}"
+
+
+def test_flush_makes_produced_data_visible(debug_broker):
+    broker, port = debug_broker(properties={"log.flush.interval": "100000",
+                                            "log.default.flush.interval.ms": "3600000"})
+    produce_payloads(broker, "t", 0, [b"held back"])
+    with DebugSession(port) as session, broker.connect() as client:
+        assert columns(session.ask("partitions t")[1])[2:6] == ["0", "0", "1", "19"]  # end, bytes, segs, unflushed
+        assert session.ask("tail t 0") == ["(no flushed messages in t-0)"]
+        assert latest_offset(client, "t") == 0
+        assert session.ask("flush t") == ["log  end offset  state", "t-0          19  flushed"]
+        assert session.ask("tail t 0")[1].endswith('"held back"')
+        assert latest_offset(client, "t") == 19
+
+
+def test_zk_ls_and_get_show_the_broker_registration(debug_broker, zk_connect):
+    broker, port = debug_broker(broker_id=5, zk_connect=zk_connect)
+    with DebugSession(port) as session:
+        assert wait_for(lambda: session.ask("zk ls /brokers/ids") == ["5"], "broker 5 registered")
+        data = session.ask("zk get /brokers/ids/5")
+        assert data[0].startswith('data ') and data[0].endswith(f':127.0.0.1:{broker.port}"')
+        assert columns(data[-1])[:2] == ["ephemeral", "owner"] and columns(data[-1])[2].startswith("0x")
+        assert session.ask("zk ls /nope") == ["error: no ZooKeeper node /nope"]
+        assert session.ask("zk ls brokers") == [
+            "error: PATH must be an absolute ZooKeeper path like /brokers/ids, not 'brokers'"]
+        assert session.ask("zk ls /") != []
+
+
+def test_an_idle_session_is_closed_after_the_timeout(debug_broker):
+    _broker, port = debug_broker(idle_timeout_s=0.5)
+    with DebugSession(port) as session:
+        assert session.ask("topics") == ["(no topics)"]
+        started = time.monotonic()
+        assert session.answer() == ["error: idle for 0.5 s: closing"]
+        assert session.is_closed_by_peer()
+        assert 0.3 < time.monotonic() - started < 5
+
+
+def test_random_input_and_long_lines_never_hurt_the_broker(debug_broker):
+    broker, port = debug_broker()
+    with DebugSession(port) as session:
+        session.sock.sendall(bytes(range(256)) * 3 + b"\r\n\x1b[2J\xff\xf4\xff\xfd\x06\n")
+        session.sock.sendall(b"z" * 100_000)  # no newline: refused before it is kept
+        answers = session.read_to_end()
+    assert answers.endswith(b"error: line too long (more than 1024 bytes)\n\n")
+    assert b"error: the command is not UTF-8 text\n\n" in answers
+    with DebugSession(port) as session:
+        assert session.ask("topics") == ["(no topics)"]
+    produce_visible(broker, "t", 0, [b"still serving"])
+    with broker.connect() as client:
+        assert latest_offset(client, "t") == 23
