@@ -27,6 +27,7 @@ from twisted_broker.client.errors import ProducerError, UnexpectedResponse
 from twisted_broker.config import ConfigError
 from twisted_broker.errors import KafkaError
 from twisted_broker.tools import consume, dump_log, groups, mirror, offsets, produce, topics
+from twisted_broker.spark import etl  # imports no pyspark, pyarrow or kazoo until it runs
 from twisted_broker.tools.errors import CommandError, UsageError
 
 __all__ = ["CommandError", "SUBCOMMANDS", "Subcommand", "build_parser", "main"]
@@ -55,6 +56,7 @@ SUBCOMMANDS: dict[str, Subcommand] = {
     "reset-offsets": Subcommand(groups.RESET_HELP, groups.add_reset_arguments, groups.run_reset),
     "dump-log": Subcommand(dump_log.HELP, dump_log.add_arguments, dump_log.run),
     "mirror": Subcommand(mirror.HELP, mirror.add_arguments, mirror.run),
+    "etl": Subcommand(etl.HELP, etl.add_arguments, etl.main),
 }
 
 

@@ -1,0 +1,159 @@
+"""The Spark loader against the plain SimpleConsumer, on the same data in the same run.
+
+Workload (issue 5/7, item 5): ``messages`` (default 1,000,000) messages of 200 bytes,
+produced in batches of 1,000 to the two partitions of one ``twistd -n broker`` (etc/
+server.properties settings, no ZooKeeper), then read back whole, three ways:
+
+- **SimpleConsumer**: one thread fetching each partition in 1 MiB fetches and iterating
+  every message with its offsets (``FetchedMessageSet``: the consumers' own loop; it does not
+  check CRCs);
+- **loader**: ``spark.read.format("twisted_broker")`` (broker.list, 1 MiB fetches, default
+  64 MiB splits) written to Parquet by a ``local[*]`` SparkSession, from ``load()`` to the
+  last file written; the session's start (10-25 s) is not timed. Twice: with CRCs checked
+  (``crc=fail``, the default; zlib's CRC-32 of 200 bytes costs about 0.25 us, a third of the
+  loader's Python time) and without (``crc=none``, the same work as the consumer's loop);
+- **etl**: one whole ``twisted-broker etl`` run (plan, load with ``crc=mark``, read-back
+  verification, publish, commit) on the same session, for the record.
+
+SimpleConsumer and loaders alternate for ``rounds`` rounds; each keeps its best. Target:
+loader >= 0.5x SimpleConsumer messages/s. On this 2-core machine the loader's Python workers,
+the JVM's Arrow-to-row conversion and Parquet writer, and the broker share the two cores
+the consumer's one thread has mostly to itself; the load average is printed because other
+work on the machine slows the loader (which uses every core) far more than the consumer.
+
+``python -m bench spark``, or ``python -m bench.spark_bench --messages 2000000 --rounds 5``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from bench.broker_bench import BrokerProcess
+from twisted_broker.client.simple_consumer import LATEST_TIME, SimpleConsumer
+from twisted_broker.client.sync_producer import SyncProducer
+from twisted_broker.wire.message_set import encode_message_set
+from twisted_broker.wire.requests import FetchRequest
+
+TOPIC = "spark-bench"
+PARTITIONS = 2
+MESSAGE_BYTES = 200
+BATCH = 1000
+FETCH_BYTES = 1 << 20
+TARGET = 0.5  # loader / SimpleConsumer, issue 5/7
+
+
+def _produce(port: int, messages: int) -> dict[int, int]:
+    """``messages`` distinct 200-byte payloads, half per partition; return each partition's end."""
+    ends = {partition: 0 for partition in range(PARTITIONS)}
+    with SyncProducer("127.0.0.1", port) as producer:
+        for first in range(0, messages, BATCH):
+            count = min(BATCH, messages - first)
+            payload_block = os.urandom(MESSAGE_BYTES * count)
+            message_set = encode_message_set([payload_block[i * MESSAGE_BYTES:(i + 1) * MESSAGE_BYTES]
+                                              for i in range(count)])
+            partition = (first // BATCH) % PARTITIONS
+            producer.send(TOPIC, partition, message_set)
+            ends[partition] += len(message_set)
+    deadline = time.monotonic() + 120
+    with SimpleConsumer("127.0.0.1", port) as consumer:
+        for partition, end in ends.items():
+            while consumer.get_offsets_before(TOPIC, partition, LATEST_TIME, 1)[0] < end:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"partition {partition} did not reach {end} within 120 s")
+                time.sleep(0.05)
+    return ends
+
+
+def _simple_consumer(port: int, ends: dict[int, int]) -> tuple[int, float]:
+    count = 0
+    started = time.perf_counter()
+    with SimpleConsumer("127.0.0.1", port) as consumer:
+        for partition, end in ends.items():
+            offset = 0
+            while offset < end:
+                fetched = consumer.fetch(FetchRequest(TOPIC, partition, offset, FETCH_BYTES))
+                for _offset, _next_offset, message in fetched:
+                    count += 1
+                    message.payload  # what a consumer reads
+                offset = fetched.next_offset
+    return count, time.perf_counter() - started
+
+
+def _loader(spark, port: int, output: Path, crc: str) -> tuple[int, float]:
+    shutil.rmtree(output, ignore_errors=True)
+    started = time.perf_counter()
+    (spark.read.format("twisted_broker").option("broker.list", f"0:127.0.0.1:{port}").option("topic", TOPIC)
+     .option("fetch.size", str(FETCH_BYTES)).option("crc", crc).load().write.parquet(str(output)))
+    seconds = time.perf_counter() - started
+    return spark.read.parquet(str(output)).count(), seconds
+
+
+def run(messages: int | None = None, rounds: int = 3) -> dict:
+    from twisted_broker.spark.etl import EtlRun
+    from twisted_broker.spark.session import build_session
+
+    messages = messages or int(os.environ.get("SPARK_BENCH_MESSAGES", 1_000_000))
+    directory = tempfile.mkdtemp(prefix="spark-bench-", dir=os.environ.get("BENCH_DIR"))
+    broker = BrokerProcess(directory, {"num.partitions": str(PARTITIONS)})
+    spark = None
+    try:
+        broker.start()
+        ends = _produce(broker.port, messages)
+        spark = build_session("local[*]", app_name="twisted-broker spark bench")
+        spark.range(1).collect()  # the JVM's first job, not timed
+        best = {"consumer": float("inf"), "fail": float("inf"), "none": float("inf")}
+        for _round in range(rounds):
+            count, seconds = _simple_consumer(broker.port, ends)
+            assert count == messages, (count, messages)
+            best["consumer"] = min(best["consumer"], seconds)
+            for crc in ("fail", "none"):
+                count, seconds = _loader(spark, broker.port, Path(directory) / "parquet", crc)
+                assert count == messages, (count, messages)
+                best[crc] = min(best[crc], seconds)
+        etl = EtlRun(topic=TOPIC, output=Path(directory) / "etl", checkpoint=Path(directory) / "checkpoint",
+                     brokers={0: ("127.0.0.1", broker.port)}, fetch_bytes=FETCH_BYTES, messages=io.StringIO())
+        started = time.perf_counter()
+        manifest = etl.run(lambda: spark)
+        etl_seconds = time.perf_counter() - started
+        assert manifest["totals"]["messages"] == messages
+    finally:
+        if spark is not None:
+            spark.stop()
+        broker.stop()
+        shutil.rmtree(directory, ignore_errors=True)
+    results = {"messages": messages, "cores": os.cpu_count(), "load_average": os.getloadavg()[0],
+               "simple_consumer_msgs_per_s": messages / best["consumer"],
+               "loader_msgs_per_s": messages / best["fail"],
+               "loader_no_crc_msgs_per_s": messages / best["none"],
+               "etl_msgs_per_s": messages / etl_seconds}
+    consumer = results["simple_consumer_msgs_per_s"]
+    results["loader_ratio"] = results["loader_msgs_per_s"] / consumer
+    results["loader_no_crc_ratio"] = results["loader_no_crc_msgs_per_s"] / consumer
+    print(f"spark: {messages:,} messages of {MESSAGE_BYTES} bytes in {PARTITIONS} partitions, "
+          f"{os.cpu_count()} cores (load average {results['load_average']:.1f}), best of {rounds}")
+    print(f"{'reader':44} {'msgs/s':>12} {'MB/s':>8} {'seconds':>8} {'x consumer':>10}")
+    for name, key in (("SimpleConsumer (1 thread, iterate, no CRC)", "simple_consumer_msgs_per_s"),
+                      ("loader -> Parquet (crc=fail, the default)", "loader_msgs_per_s"),
+                      ("loader -> Parquet (crc=none, as the consumer)", "loader_no_crc_msgs_per_s"),
+                      ("etl run (crc=mark, verify, publish)", "etl_msgs_per_s")):
+        rate = results[key]
+        print(f"{name:44} {rate:12,.0f} {rate * MESSAGE_BYTES / 1e6:8.1f} {messages / rate:8.2f} "
+              f"{rate / consumer:10.2f}")
+    verdict = "met" if results["loader_ratio"] >= TARGET else "MISSED"
+    print(f"loader / SimpleConsumer = {results['loader_ratio']:.2f} (target >= {TARGET}: {verdict})")
+    return results
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(prog="python -m bench.spark_bench", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--messages", type=int, default=None, help="messages to load (default 1,000,000)")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds; each keeps its best")
+    options = parser.parse_args()
+    run(options.messages, options.rounds)

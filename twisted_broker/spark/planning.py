@@ -1,0 +1,386 @@
+"""Planning a read on the driver: which broker-partitions, which offsets, which splits.
+
+How this works:
+
+1. **Partitions.** With ``zk.connect``, the ``(broker, partition)`` pairs registered under
+   ``/brokers/topics/<topic>`` on brokers registered under ``/brokers/ids`` (spec 5.2; both
+   nodes are ephemeral, so a broker that is down has no partitions here). With
+   ``broker.list``, each broker's partition count is probed: one MultiFetch of empty fetches
+   of partitions 0..63, repeated, until one answers WrongPartition.
+2. **Offsets.** One Offsets request per partition, time -1 (latest) and a large maximum,
+   answers every segment start and the flushed end, newest first (spec 4.4): the first is
+   *latest*, the last *earliest*, and the ones between are message boundaries for free.
+3. **Splits.** Offsets are byte positions, so a split point cannot be computed: a range
+   larger than ``split.size`` is cut near evenly spaced targets, each moved to a real message
+   start. That is the first segment start at or after the target, or, if a message start comes
+   earlier, the one found by a small fetch at the target: the fetch returns raw bytes from
+   the middle of a message, and ``find_message_start`` looks for the first position where a
+   chain of complete entries with matching CRCs begins and runs to the end of what came
+   back. Ranges end on top-level entries, so a compressed wrapper is never split.
+
+   The CRC chain can only be fooled by a payload that itself holds a well-formed message
+   set (a message set stored as a message). Such a false split point cannot pass unnoticed:
+   the reader of the range before it then finds an entry crossing its end and fails the
+   query, saying to set ``split.size`` to 0. It never duplicates or drops a message.
+
+Everything here blocks (sockets, ZooKeeper) and runs on the driver, never on executors.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+
+from twisted_broker.client.simple_consumer import LATEST_TIME, SimpleConsumer
+from twisted_broker.errors import InvalidMessage, WrongPartition
+from twisted_broker.spark.options import (
+    EARLIEST, EARLIEST_IN_JSON, LATEST, LATEST_IN_JSON, OffsetSpec, ReadOptions,
+)
+from twisted_broker.wire.crc import crc32
+from twisted_broker.wire.message import CODEC_MASK, MAGIC_0, MAGIC_1
+from twisted_broker.wire.primitives import INT32
+from twisted_broker.wire.requests import FetchRequest
+from twisted_broker.wire.responses import NO_ERROR
+
+log = logging.getLogger(__name__)
+
+PROBE_BATCH = 64  # partitions asked about per MultiFetch while probing a broker
+PROBE_LIMIT = 4096  # a broker claiming more partitions than this is not believed
+MAX_SEGMENT_OFFSETS = 1_000_000  # "all of them": a partition has far fewer segments
+SPLIT_PROBE_BYTES = 64 * 1024  # the first look for a message start; fetch.size the second
+MIN_PROBE_BYTES = 512  # the smallest window tried when a broker refuses a probe
+ZK_TIMEOUT_S = 10.0
+
+
+class PlanningError(ValueError):
+    """The read cannot be planned: unknown topic, offsets out of range, no such partition."""
+
+
+class DataLoss(PlanningError):
+    """A starting offset is before the earliest offset still on the broker (retention)."""
+
+
+@dataclass(frozen=True, order=True)
+class BrokerPartition:
+    """One partition of a topic on one broker, and where that broker listens."""
+
+    broker_id: int
+    partition: int
+    host: str
+    port: int
+
+    @property
+    def name(self) -> str:
+        """0.7's partition name, ``<broker id>-<partition>``."""
+        return f"{self.broker_id}-{self.partition}"
+
+
+@dataclass(frozen=True)
+class PartitionOffsets:
+    """What a broker reports for a partition: the flushed end and its segment starts."""
+
+    earliest: int
+    latest: int
+    segment_starts: tuple[int, ...]  # ascending, earliest first
+
+
+@dataclass(frozen=True, order=True)
+class OffsetRange:
+    """Log offsets ``[start, end)`` of one broker-partition; both are message boundaries."""
+
+    target: BrokerPartition
+    start: int
+    end: int
+
+    @property
+    def name(self) -> str:
+        return self.target.name
+
+    @property
+    def size_bytes(self) -> int:
+        return self.end - self.start
+
+
+class Consumers:
+    """One SimpleConsumer per broker address for the planner; ``close`` closes them all."""
+
+    def __init__(self, socket_timeout_ms: int) -> None:
+        self._socket_timeout_ms = socket_timeout_ms
+        self._consumers: dict[tuple[str, int], SimpleConsumer] = {}
+
+    def of(self, host: str, port: int) -> SimpleConsumer:
+        consumer = self._consumers.get((host, port))
+        if consumer is None:
+            consumer = self._consumers[host, port] = SimpleConsumer(
+                host, port, socket_timeout_ms=self._socket_timeout_ms)
+        return consumer
+
+    def close(self) -> None:
+        for consumer in self._consumers.values():
+            consumer.close()
+        self._consumers.clear()
+
+    def __enter__(self) -> "Consumers":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+# -- 1. partitions ---------------------------------------------------------------------------
+
+def discover_partitions(topic: str, consumers: Consumers, *, zk_connect: str | None = None,
+                        brokers: Mapping[int, tuple[str, int]] | None = None) -> list[BrokerPartition]:
+    """The topic's partitions on live brokers, sorted. Raises PlanningError if there are none,
+    ConnectionError if ZooKeeper or a listed broker cannot be reached."""
+    if zk_connect is not None:
+        found = _registered_partitions(topic, zk_connect)
+        if not found:
+            raise PlanningError(f"topic {topic} is not registered by any live broker in ZooKeeper at {zk_connect}")
+        return found
+    found = []
+    for broker_id, (host, port) in sorted((brokers or {}).items()):
+        count = probe_partition_count(consumers.of(host, port), topic)
+        found += [BrokerPartition(broker_id, partition, host, port) for partition in range(count)]
+    if not found:
+        raise PlanningError(f"no broker of broker.list allows topic {topic}")
+    return found
+
+
+def _registered_partitions(topic: str, zk_connect: str) -> list[BrokerPartition]:
+    # kazoo lives behind registry/: imported here so executors and broker.list users never load it.
+    from twisted_broker.registry.cluster_view import ClusterView
+    with ClusterView(zk_connect, timeout_s=ZK_TIMEOUT_S) as view:
+        counts = view.topic_brokers(topic)
+        live = view.brokers()
+    return sorted(BrokerPartition(broker_id, partition, live[broker_id].host, live[broker_id].port)
+                  for broker_id, count in counts.items() if broker_id in live for partition in range(count))
+
+
+def probe_partition_count(consumer: SimpleConsumer, topic: str, limit: int = PROBE_LIMIT) -> int:
+    """How many partitions a broker allows for ``topic`` (it may hold no data yet)."""
+    start = 0
+    while start < limit:
+        requests = [FetchRequest(topic, partition, 0, 0) for partition in range(start, start + PROBE_BATCH)]
+        for request, fetched in zip(requests, consumer.multifetch(requests)):
+            if fetched.error_code == WrongPartition.code:
+                return request.partition
+            if fetched.error_code not in (NO_ERROR, 1):  # 1: OffsetOutOfRange, the partition exists
+                raise PlanningError(f"broker {consumer.host}:{consumer.port} refuses topic {topic} "
+                                    f"(error code {fetched.error_code})")
+        start += PROBE_BATCH
+    raise PlanningError(f"broker {consumer.host}:{consumer.port} allows over {limit} partitions of {topic}")
+
+
+# -- 2. offsets ------------------------------------------------------------------------------
+
+def partition_offsets(consumer: SimpleConsumer, topic: str, partition: int) -> PartitionOffsets:
+    """Earliest, latest (flushed end) and segment starts, from one Offsets request."""
+    offsets = consumer.get_offsets_before(topic, partition, LATEST_TIME, MAX_SEGMENT_OFFSETS)
+    if not offsets:  # a 0.7 broker always answers at least one offset for time -1
+        raise PlanningError(f"broker {consumer.host}:{consumer.port} reports no offsets for {topic}-{partition}")
+    ascending = sorted(set(offsets))
+    return PartitionOffsets(earliest=ascending[0], latest=ascending[-1], segment_starts=tuple(ascending[:-1]))
+
+
+def resolve_offset(spec: OffsetSpec, name: str, offsets: PartitionOffsets, *, default: int) -> int:
+    """The offset ``spec`` names for partition ``name`` (``default`` when a JSON omits it)."""
+    if spec == EARLIEST:
+        return offsets.earliest
+    if spec == LATEST:
+        return offsets.latest
+    offset = spec.get(name, default)
+    return {EARLIEST_IN_JSON: offsets.earliest, LATEST_IN_JSON: offsets.latest}.get(offset, offset)
+
+
+def plan_ranges(options: ReadOptions, consumers: Consumers) -> list[OffsetRange]:
+    """The ``[start, end)`` of every partition to read (empty ones included), unsplit.
+
+    Raises DataLoss for a start before the earliest offset (unless ``failOnDataLoss`` is
+    false: then the range starts at earliest, with a warning), PlanningError for an offset
+    past the flushed end, a start after its end, or a JSON naming an unknown partition.
+    """
+    found = discover_partitions(options.topic, consumers, zk_connect=options.zk_connect, brokers=options.brokers)
+    names = {target.name for target in found}
+    for spec, option in ((options.starting, "startingOffsets"), (options.ending, "endingOffsets")):
+        if isinstance(spec, dict):
+            missing = sorted(set(spec) - names)
+            if missing:
+                raise PlanningError(f"{option} names partitions {', '.join(missing)} of {options.topic}, which "
+                                    f"no live broker holds (found: {', '.join(sorted(names)) or 'none'})")
+    if isinstance(options.ending, dict):  # an ending map says exactly what to read
+        found = [target for target in found if target.name in options.ending]
+    ranges = []
+    for target in found:
+        offsets = partition_offsets(consumers.of(target.host, target.port), options.topic, target.partition)
+        start = resolve_offset(options.starting, target.name, offsets, default=offsets.earliest)
+        end = resolve_offset(options.ending, target.name, offsets, default=offsets.latest)
+        if start < offsets.earliest:
+            if options.fail_on_data_loss:
+                raise DataLoss(f"{options.topic} {target.name}: starting offset {start} is before the earliest "
+                               f"offset {offsets.earliest}; {offsets.earliest - start} bytes were deleted by "
+                               "retention (option failOnDataLoss=false starts at the earliest instead)")
+            log.warning("%s %s: starting offset %d was deleted; starting at the earliest offset %d",
+                        options.topic, target.name, start, offsets.earliest)
+            start = offsets.earliest
+        if end > offsets.latest:
+            raise PlanningError(f"{options.topic} {target.name}: ending offset {end} is past the latest "
+                                f"(flushed) offset {offsets.latest}")
+        if start > end:
+            raise PlanningError(f"{options.topic} {target.name}: starting offset {start} is after "
+                                f"the ending offset {end}")
+        ranges.append(OffsetRange(target, start, end))
+    return ranges
+
+
+# -- 3. splits -------------------------------------------------------------------------------
+
+def split_range(consumer: SimpleConsumer, topic: str, whole: OffsetRange, *, split_bytes: int,
+                probe_bytes: Iterable[int], segment_starts: Iterable[int] = ()) -> list[OffsetRange]:
+    """``whole`` cut into pieces of about ``split_bytes``, each ending on a message start.
+
+    A target where no message start can be found (a message larger than the probes, or a
+    broker refusing the probe) is skipped, so a piece may be larger than ``split_bytes``;
+    pieces are never empty.
+    """
+    if split_bytes <= 0 or whole.size_bytes <= split_bytes:
+        return [whole]
+    count = math.ceil(whole.size_bytes / split_bytes)
+    inside = sorted(start for start in segment_starts if whole.start < start < whole.end)
+    points: list[int] = []
+    for index in range(1, count):
+        target = whole.start + whole.size_bytes * index // count
+        if points and target <= points[-1]:
+            continue  # the previous point overshot this target (large messages)
+        following = [start for start in inside if start >= target][:1]
+        limit = following[0] if following else whole.end
+        candidates = list(following)
+        if limit > target:
+            try:
+                found, _covered = probe_message_start(consumer, topic, whole.target.partition, target,
+                                                      limit=limit, probe_bytes=probe_bytes)
+            except InvalidMessage as exc:
+                log.debug("%s-%d: no split at %d: %s", topic, whole.target.partition, target, exc)
+                found = None
+            if found is not None:
+                candidates.append(found)
+        if candidates:
+            point = min(candidates)
+            if point > (points[-1] if points else whole.start):
+                points.append(point)
+    bounds = [whole.start, *points, whole.end]
+    return [replace(whole, start=start, end=end) for start, end in zip(bounds, bounds[1:])]
+
+
+def probe_message_start(consumer: SimpleConsumer, topic: str, partition: int, target: int, *,
+                        limit: int, probe_bytes: Iterable[int]) -> tuple[int | None, bool]:
+    """The first message start in ``[target, limit)``, found by small fetches at ``target``.
+
+    ``limit`` must be a known boundary (a segment start, a range end). Returns ``(offset,
+    False)``, or ``(None, covered)`` where ``covered`` tells that the probes saw every byte
+    before ``limit`` without finding a start (the message at ``target`` runs to ``limit``).
+
+    The windows stop one byte short of ``limit``: a response never spans segments anyway,
+    and a broker that checks unverified bytes from disk (this one, after a restart) answers
+    a misaligned fetch reaching a boundary it knows with InvalidMessage instead of raw bytes;
+    on that answer the window is halved. Raises InvalidMessage if even a small one is refused.
+    """
+    for size in probe_bytes:
+        size = min(size, limit - 1 - target)
+        if size <= 0:
+            return None, True
+        while True:
+            fetched = consumer.fetch(FetchRequest(topic, partition, target, size))
+            if fetched.error_code != InvalidMessage.code or size <= MIN_PROBE_BYTES:
+                break
+            size //= 2
+        fetched.check()
+        position = find_message_start(fetched.message_set)
+        if position is not None:
+            return target + position, False
+        if target + len(fetched.message_set) >= limit - 1:
+            return None, True
+        if len(fetched.message_set) < size:
+            return None, False  # cut short by the broker: a bigger window brings nothing more
+    log.debug("%s-%d: no message start within the probes at offset %d", topic, partition, target)
+    return None, False
+
+
+def find_message_start(window: bytes | memoryview) -> int | None:
+    """The first position in ``window`` (raw log bytes from an arbitrary offset) where a chain
+    of complete entries with matching CRCs begins and runs to the window's end (a partial
+    last entry allowed if what shows of its header is plausible); None if there is none."""
+    view = memoryview(window)
+    end = len(view)
+    for position in range(max(end - 9, 0)):
+        if _chain_reaches_end(view, position, end):
+            return position
+    return None
+
+
+def _chain_reaches_end(view: memoryview, position: int, end: int) -> bool:
+    complete = 0
+    while end - position >= 4:
+        (size,) = INT32.unpack_from(view, position)
+        if size < 5:
+            return False
+        if position + 4 + size > end:  # a partial entry, cut by the window
+            return complete > 0 and _plausible_header(view, position, end)
+        magic = view[position + 4]
+        if magic == MAGIC_1:
+            if size < 6 or view[position + 5] & CODEC_MASK == CODEC_MASK:
+                return False
+            crc_at = position + 6
+        elif magic == MAGIC_0:
+            crc_at = position + 5
+        else:
+            return False
+        stop = position + 4 + size
+        if crc32(view[crc_at + 4:stop]) != int.from_bytes(view[crc_at:crc_at + 4], "big"):
+            return False
+        complete += 1
+        position = stop
+    return complete > 0
+
+
+def _plausible_header(view: memoryview, position: int, end: int) -> bool:
+    if end - position > 4 and view[position + 4] not in (MAGIC_0, MAGIC_1):
+        return False
+    if end - position > 5 and view[position + 4] == MAGIC_1 and view[position + 5] & CODEC_MASK == CODEC_MASK:
+        return False
+    return True
+
+
+def plan_splits(options: ReadOptions, ranges: list[OffsetRange], consumers: Consumers) -> list[OffsetRange]:
+    """Every non-empty range, split per ``options.split_bytes``; in partition order."""
+    pieces = []
+    for whole in ranges:
+        if not whole.size_bytes:
+            continue
+        consumer = consumers.of(whole.target.host, whole.target.port)
+        segment_starts: tuple[int, ...] = ()
+        if options.split_bytes and whole.size_bytes > options.split_bytes:
+            segment_starts = partition_offsets(consumer, options.topic, whole.target.partition).segment_starts
+        probes = sorted({min(SPLIT_PROBE_BYTES, options.fetch_bytes), options.fetch_bytes})
+        pieces += split_range(consumer, options.topic, whole, split_bytes=options.split_bytes,
+                              probe_bytes=probes, segment_starts=segment_starts)
+    return pieces
+
+
+@contextmanager
+def planner(options: ReadOptions) -> Iterator[Consumers]:
+    """Consumers for planning, closed at the end."""
+    consumers = Consumers(options.socket_timeout_ms)
+    try:
+        yield consumers
+    finally:
+        consumers.close()
+
+
+def plan_read(options: ReadOptions) -> list[OffsetRange]:
+    """The pieces a query reads: ``plan_ranges`` then ``plan_splits``."""
+    with planner(options) as consumers:
+        return plan_splits(options, plan_ranges(options, consumers), consumers)
