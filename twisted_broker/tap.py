@@ -71,7 +71,7 @@ class Options(usage.Options):
         # The config warns about unknown keys. Those warnings belong in twistd's log, which
         # keeps events until it opens, not on a stderr that a daemon closes; if the config is
         # refused the log never opens, so they go with the error (brokerId=0 -> brokerid).
-        _forward_logging()
+        forward_logging()
         warnings = BufferingHandler(capacity=1000)
         config_log = logging.getLogger("twisted_broker.config")
         config_log.addHandler(warnings)
@@ -93,7 +93,7 @@ class _ToTwistedLog(logging.Handler):
                                            message=self.format(record))
 
 
-def _forward_logging() -> None:
+def forward_logging() -> None:
     root = logging.getLogger()
     if not any(isinstance(handler, _ToTwistedLog) for handler in root.handlers):
         root.addHandler(_ToTwistedLog())
@@ -125,7 +125,7 @@ def _advertised_host(config: BrokerConfig) -> str:
 def makeService(options: Options):  # BrokerService, in a MultiService with --webui
     from twisted.internet import reactor  # the composition root is the one place that names it
 
-    _forward_logging()
+    forward_logging()
     config: BrokerConfig = options.config
     logs = LogManager(config.log_dir, now=reactor.seconds, partitions_for=config.partitions_for,
                       policy_for=policy_for(config), max_topic_name_length=config.max_topic_name_length)

@@ -13,7 +13,7 @@ import os
 from twisted.internet.endpoints import serverFromString
 from twisted.python import usage
 
-from twisted_broker.tap import _forward_logging
+from twisted_broker.tap import forward_logging
 from webui.service import ConsoleService
 
 DEFAULT_LISTEN = "tcp:8080:interface=127.0.0.1"
@@ -47,7 +47,7 @@ class Options(usage.Options):
 def makeService(options: Options) -> ConsoleService:
     from twisted.internet import reactor  # the composition root is the one place that names it
 
-    _forward_logging()
+    forward_logging()
     return ConsoleService(
         serverFromString(reactor, options["listen"]), reactor=reactor, zk_connect=options["zk"],
         allow_admin_actions=bool(options["allow-admin-actions"]),
