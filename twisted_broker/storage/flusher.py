@@ -25,13 +25,14 @@ class FlushJob:
     own descriptor (whose number the OS might hand to another file) before the job runs.
     """
 
-    __slots__ = ("fd", "size", "error", "finished", "seconds")
+    __slots__ = ("fd", "size", "error", "finished", "seconds", "log")
 
     def __init__(self, fd: int, size: int) -> None:
         self.fd, self.size = os.dup(fd), size
         self.error: OSError | None = None
         self.finished = threading.Event()
         self.seconds = 0.0  # how long the fsync took (LogFlushStats)
+        self.log = None  # the Log that submitted it, for on_finished callbacks
 
     def run(self) -> None:
         """Do the fsync. Any thread; never raises (the error is kept for the log to see)."""
@@ -65,9 +66,9 @@ class InlineFlusher:
 class ThreadFlusher:
     """Runs jobs one at a time, in submission order, on a background thread."""
 
-    def __init__(self, name: str = "log-flusher", on_finished: Callable[[], object] | None = None) -> None:
-        # on_finished is called on the flusher thread after each job, e.g. to wake the
-        # reactor (reactor.callFromThread) so a log can publish the new flushed size.
+    def __init__(self, name: str = "log-flusher", on_finished: Callable[[FlushJob], object] | None = None) -> None:
+        # on_finished(job) is called on the flusher thread after each job, e.g. to have the
+        # reactor (reactor.callFromThread) publish the new flushed size and start the next.
         self._jobs: queue.SimpleQueue[FlushJob | None] = queue.SimpleQueue()
         self._on_finished = on_finished
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
@@ -80,7 +81,7 @@ class ThreadFlusher:
         while (job := self._jobs.get()) is not None:
             job.run()
             if self._on_finished is not None:
-                self._on_finished()
+                self._on_finished(job)
 
     def close(self) -> None:
         """Finish the queued jobs and stop the thread."""

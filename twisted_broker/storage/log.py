@@ -51,6 +51,7 @@ class Log:
         self._now = now
         self._flusher = flusher or InlineFlusher()
         self._pending: deque[tuple[Segment, FlushJob]] = deque()
+        self._flush_wanted = False  # a flush was asked for while one was in flight
         self._segments = segments
         self._starts = [segment.start for segment in segments]
         self.unflushed_messages = 0
@@ -173,23 +174,42 @@ class Log:
         return offset
 
     def start_flush(self) -> None:
-        """Hand an fsync of everything written so far to the flusher; don't wait for it."""
+        """Have everything written so far fsynced by the flusher; don't wait for it.
+
+        One fsync per log is in flight at a time: a request made meanwhile is granted by the
+        next one, started as soon as the one in flight is published (group commit). So a flush
+        policy of every message costs one fsync per fsync time, not one per message queued.
+        """
         segment = self._segments[-1]
-        if segment.size > (self._pending[-1][1].size if self._pending else segment.flushed_size):
-            job = segment.flush_job()
-            self._pending.append((segment, job))
-            self._flusher.submit(job)
+        if self._pending:
+            self._flush_wanted = True
+        elif segment.size > segment.flushed_size:
+            self._submit(segment)
         self.unflushed_messages = 0
         self.last_flush_time = self._now()
+
+    def _submit(self, segment: Segment) -> None:
+        job = segment.flush_job()
+        job.log = self
+        self._pending.append((segment, job))
+        self._flusher.submit(job)
+        if job.finished.is_set():  # an inline flusher: publish at once
+            self._reap()
 
     def flush(self) -> None:
         """fsync everything written and make it visible before returning. Raises LogWriteError."""
         self.start_flush()
-        for _segment, job in self._pending:
-            job.finished.wait()
-        self._reap()
+        while self._pending:
+            for _segment, job in self._pending:
+                job.finished.wait()
+            self._reap()  # may start the flush that was wanted meanwhile
         if self.write_error is not None:
             raise self.write_error
+
+    def publish_flushed(self) -> None:
+        """Publish finished fsyncs now (the broker calls this when its flusher reports one)."""
+        if self._pending:
+            self._reap()
 
     def _reap(self) -> None:
         """Publish the flushes that finished, oldest first, so visibility only moves forward.
@@ -206,10 +226,16 @@ class Log:
                 log.error("%s: %s; the log refuses writes from now on", self.name, exc)
                 self.write_error = exc
                 pending.clear()
+                self._flush_wanted = False
                 return
             self.flush_count += 1
             self.flush_seconds_total += job.seconds
             self.flush_seconds_max = max(self.flush_seconds_max, job.seconds)
+        if self._flush_wanted and not pending:
+            self._flush_wanted = False
+            segment = self._segments[-1]
+            if segment.size > segment.flushed_size:
+                self._submit(segment)
 
     def flush_if_due(self) -> bool:
         """Publish finished flushes; start one if data waits and the last is ``flush_interval_ms`` old."""

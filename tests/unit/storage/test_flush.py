@@ -122,15 +122,32 @@ def test_a_flush_becomes_visible_only_when_its_fsync_has_finished(make_log, batc
     log = make_log(flush_interval_messages=1, flusher=flusher)
     log.append(batch([b"ab"]))
     log.append(batch([b"ab"]))
-    first, second = flusher.jobs
-    assert read_bytes(log, 0) is None
-    second.run()  # out of order: the earlier flush has not finished
+    (first,) = flusher.jobs  # one fsync in flight: the second append's flush waits for it
     assert read_bytes(log, 0) is None
     clock.advance(3600)
     assert log.flush_if_due() is False  # one is still running: no new job
     first.run()
+    assert read_bytes(log, 0) == ENTRY  # published: only what that fsync covered
+    first_job, second = flusher.jobs  # and the flush asked for meanwhile has started (group commit)
+    assert read_bytes(log, 12) is None
+    second.run()
+    log.publish_flushed()
     assert read_bytes(log, 0) == ENTRY * 2
     assert len(flusher.jobs) == 2
+
+
+def test_flushes_asked_for_during_an_fsync_share_the_next_one(make_log, batch):
+    flusher = ManualFlusher()
+    log = make_log(flush_interval_messages=1, flusher=flusher)
+    for _ in range(10):
+        log.append(batch([b"ab"]))
+    assert len(flusher.jobs) == 1
+    flusher.jobs[0].run()
+    log.publish_flushed()
+    assert len(flusher.jobs) == 2  # nine flushes asked for meanwhile: one fsync
+    flusher.jobs[1].run()
+    log.publish_flushed()
+    assert read_bytes(log, 0) == ENTRY * 10
 
 
 def test_the_log_manager_hands_its_flusher_to_every_log(make_manager, batch):
