@@ -166,7 +166,9 @@ def chart(result: dict, path: Path) -> None:
             axis.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda y, _pos: f"{y:g}"))
             axis.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         else:
-            axis.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda y, _pos: f"{y:,.0f}"))
+            # Thousands separators for rates; decimals where the axis spans only a few units.
+            axis.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(
+                lambda y, _pos: f"{y:,.0f}" if abs(y) >= 10 or y == int(y) else f"{y:g}"))
             axis.margins(y=0.15)
     load = result.get("load_average_at_start") or result["load_average"]
     figure.suptitle(f"twisted_broker vs the peers, {MESSAGE_BYTES}-byte messages, n={result['n']:,}, "
