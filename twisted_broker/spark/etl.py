@@ -313,7 +313,7 @@ class EtlRun:
             except PlanningError as exc:
                 raise EtlError(str(exc)) from None
             for target in targets:
-                offsets = partition_offsets(consumers.of(target.host, target.port), self.topic, target.partition)
+                offsets = partition_offsets(consumers.of(target), self.topic, target.partition)
                 start = committed.get(target.name)
                 if start is None:
                     start = offsets.earliest if self.start == "earliest" else offsets.latest

@@ -34,8 +34,12 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
+from twisted_broker.client.cluster import (  # PROBE_BATCH, PROBE_LIMIT: kept importable from here
+    PROBE_BATCH, PROBE_LIMIT, BrokerPartition, ConsumerPool, PartitionProbeError, probe_partition_count,
+    registered_partitions,
+)
 from twisted_broker.client.simple_consumer import LATEST_TIME, SimpleConsumer
-from twisted_broker.errors import InvalidMessage, WrongPartition
+from twisted_broker.errors import InvalidMessage
 from twisted_broker.spark.options import (
     EARLIEST, EARLIEST_IN_JSON, LATEST, LATEST_IN_JSON, OffsetSpec, ReadOptions,
 )
@@ -43,12 +47,9 @@ from twisted_broker.wire.crc import crc32
 from twisted_broker.wire.message import CODEC_MASK, MAGIC_0, MAGIC_1
 from twisted_broker.wire.primitives import INT32
 from twisted_broker.wire.requests import FetchRequest
-from twisted_broker.wire.responses import NO_ERROR
 
 log = logging.getLogger(__name__)
 
-PROBE_BATCH = 64  # partitions asked about per MultiFetch while probing a broker
-PROBE_LIMIT = 4096  # a broker claiming more partitions than this is not believed
 MAX_SEGMENT_OFFSETS = 1_000_000  # "all of them": a partition has far fewer segments
 SPLIT_PROBE_BYTES = 64 * 1024  # the first look for a message start; fetch.size the second
 MIN_PROBE_BYTES = 512  # the smallest window tried when a broker refuses a probe
@@ -61,21 +62,6 @@ class PlanningError(ValueError):
 
 class DataLoss(PlanningError):
     """A starting offset is before the earliest offset still on the broker (retention)."""
-
-
-@dataclass(frozen=True, order=True)
-class BrokerPartition:
-    """One partition of a topic on one broker, and where that broker listens."""
-
-    broker_id: int
-    partition: int
-    host: str
-    port: int
-
-    @property
-    def name(self) -> str:
-        """0.7's partition name, ``<broker id>-<partition>``."""
-        return f"{self.broker_id}-{self.partition}"
 
 
 @dataclass(frozen=True)
@@ -104,30 +90,7 @@ class OffsetRange:
         return self.end - self.start
 
 
-class Consumers:
-    """One SimpleConsumer per broker address for the planner; ``close`` closes them all."""
-
-    def __init__(self, socket_timeout_ms: int) -> None:
-        self._socket_timeout_ms = socket_timeout_ms
-        self._consumers: dict[tuple[str, int], SimpleConsumer] = {}
-
-    def of(self, host: str, port: int) -> SimpleConsumer:
-        consumer = self._consumers.get((host, port))
-        if consumer is None:
-            consumer = self._consumers[host, port] = SimpleConsumer(
-                host, port, socket_timeout_ms=self._socket_timeout_ms)
-        return consumer
-
-    def close(self) -> None:
-        for consumer in self._consumers.values():
-            consumer.close()
-        self._consumers.clear()
-
-    def __enter__(self) -> "Consumers":
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
+Consumers = ConsumerPool  # the planner's name for it: one SimpleConsumer per broker address
 
 
 # -- 1. partitions ---------------------------------------------------------------------------
@@ -143,7 +106,10 @@ def discover_partitions(topic: str, consumers: Consumers, *, zk_connect: str | N
         return found
     found = []
     for broker_id, (host, port) in sorted((brokers or {}).items()):
-        count = probe_partition_count(consumers.of(host, port), topic)
+        try:
+            count = probe_partition_count(consumers.get(host, port), topic)
+        except PartitionProbeError as exc:
+            raise PlanningError(str(exc)) from None
         found += [BrokerPartition(broker_id, partition, host, port) for partition in range(count)]
     if not found:
         raise PlanningError(f"no broker of broker.list allows topic {topic}")
@@ -154,25 +120,7 @@ def _registered_partitions(topic: str, zk_connect: str) -> list[BrokerPartition]
     # kazoo lives behind registry/: imported here so executors and broker.list users never load it.
     from twisted_broker.registry.cluster_view import ClusterView
     with ClusterView(zk_connect, timeout_s=ZK_TIMEOUT_S) as view:
-        counts = view.topic_brokers(topic)
-        live = view.brokers()
-    return sorted(BrokerPartition(broker_id, partition, live[broker_id].host, live[broker_id].port)
-                  for broker_id, count in counts.items() if broker_id in live for partition in range(count))
-
-
-def probe_partition_count(consumer: SimpleConsumer, topic: str, limit: int = PROBE_LIMIT) -> int:
-    """How many partitions a broker allows for ``topic`` (it may hold no data yet)."""
-    start = 0
-    while start < limit:
-        requests = [FetchRequest(topic, partition, 0, 0) for partition in range(start, start + PROBE_BATCH)]
-        for request, fetched in zip(requests, consumer.multifetch(requests)):
-            if fetched.error_code == WrongPartition.code:
-                return request.partition
-            if fetched.error_code not in (NO_ERROR, 1):  # 1: OffsetOutOfRange, the partition exists
-                raise PlanningError(f"broker {consumer.host}:{consumer.port} refuses topic {topic} "
-                                    f"(error code {fetched.error_code})")
-        start += PROBE_BATCH
-    raise PlanningError(f"broker {consumer.host}:{consumer.port} allows over {limit} partitions of {topic}")
+        return registered_partitions(view, topic)
 
 
 # -- 2. offsets ------------------------------------------------------------------------------
@@ -215,7 +163,7 @@ def plan_ranges(options: ReadOptions, consumers: Consumers) -> list[OffsetRange]
         found = [target for target in found if target.name in options.ending]
     ranges = []
     for target in found:
-        offsets = partition_offsets(consumers.of(target.host, target.port), options.topic, target.partition)
+        offsets = partition_offsets(consumers.of(target), options.topic, target.partition)
         start = resolve_offset(options.starting, target.name, offsets, default=offsets.earliest)
         end = resolve_offset(options.ending, target.name, offsets, default=offsets.latest)
         if start < offsets.earliest:
@@ -360,7 +308,7 @@ def plan_splits(options: ReadOptions, ranges: list[OffsetRange], consumers: Cons
     for whole in ranges:
         if not whole.size_bytes:
             continue
-        consumer = consumers.of(whole.target.host, whole.target.port)
+        consumer = consumers.of(whole.target)
         segment_starts: tuple[int, ...] = ()
         if options.split_bytes and whole.size_bytes > options.split_bytes:
             segment_starts = partition_offsets(consumer, options.topic, whole.target.partition).segment_starts

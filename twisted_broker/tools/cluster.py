@@ -16,16 +16,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from twisted_broker.client import cluster as client_cluster
 from twisted_broker.client.broker_partition_info import parse_broker_list
+from twisted_broker.client.cluster import (  # PROBE_BATCH: kept importable from here
+    PROBE_BATCH, PROBE_LIMIT, BrokerPartition, ConsumerPool, PartitionProbeError,
+)
 from twisted_broker.client.simple_consumer import SimpleConsumer
-from twisted_broker.errors import InvalidTopic, WrongPartition
+from twisted_broker.errors import InvalidTopic
 from twisted_broker.storage.topic_name import check_topic_name
 from twisted_broker.tools.errors import CommandError
-from twisted_broker.wire.requests import FetchRequest
-from twisted_broker.wire.responses import NO_ERROR
 
-PROBE_BATCH = 64  # partitions asked about per MultiFetch while probing a broker
-PROBE_LIMIT = 4096  # a broker claiming more partitions than this is not believed
 ZK_TIMEOUT_S = 5.0
 SOCKET_TIMEOUT_MS = 10000
 
@@ -129,21 +129,6 @@ def add_topic_argument(parser: argparse.ArgumentParser, *, required: bool = True
 
 # -- what they name ------------------------------------------------------------------------
 
-@dataclass(frozen=True, order=True)
-class BrokerPartition:
-    """One partition of a topic on one broker, and where that broker listens."""
-
-    broker_id: int
-    partition: int
-    host: str
-    port: int
-
-    @property
-    def name(self) -> str:
-        """0.7's partition name, ``<broker id>-<partition>``."""
-        return f"{self.broker_id}-{self.partition}"
-
-
 @contextmanager
 def cluster_view(zk: str) -> Iterator:
     """A registry.cluster_view.ClusterView on ``zk`` (imported here: kazoo loads only when used)."""
@@ -160,13 +145,11 @@ def registered_partitions(view, topic_name: str) -> list[BrokerPartition]:
 
     Raises CommandError when no broker holds the topic, or none of those that do is alive.
     """
-    counts = view.topic_brokers(topic_name)
-    if not counts:
-        raise CommandError(f"topic {topic_name} is not registered in ZooKeeper at {view.zk_connect}")
-    brokers = view.brokers()
-    found = [BrokerPartition(broker_id, partition, brokers[broker_id].host, brokers[broker_id].port)
-             for broker_id, count in counts.items() if broker_id in brokers for partition in range(count)]
+    found = client_cluster.registered_partitions(view, topic_name)
     if not found:
+        counts = view.topic_brokers(topic_name)
+        if not counts:
+            raise CommandError(f"topic {topic_name} is not registered in ZooKeeper at {view.zk_connect}")
         raise CommandError(f"no live broker holds topic {topic_name} (registered on brokers "
                            f"{', '.join(map(str, counts))}, none of them in {view.zk_connect}/brokers/ids)")
     return found
@@ -177,46 +160,17 @@ def probe_partition_count(consumer: SimpleConsumer, topic_name: str, limit: int 
 
     Raises CommandError if the broker refuses the topic name, ConnectionError if it is down.
     """
-    start = 0
-    while start < limit:
-        requests = [FetchRequest(topic_name, partition, 0, 0) for partition in range(start, start + PROBE_BATCH)]
-        for request, fetched in zip(requests, consumer.multifetch(requests)):
-            if fetched.error_code == WrongPartition.code:
-                return request.partition
-            if fetched.error_code not in (NO_ERROR, 1):  # 1: OffsetOutOfRange, the partition exists
-                raise CommandError(f"broker {consumer.host}:{consumer.port} refuses topic {topic_name} "
-                                   f"(error code {fetched.error_code})")
-        start += PROBE_BATCH
-    raise CommandError(f"broker {consumer.host}:{consumer.port} allows over {limit} partitions of {topic_name}")
+    try:
+        return client_cluster.probe_partition_count(consumer, topic_name, limit)
+    except PartitionProbeError as exc:
+        raise CommandError(str(exc)) from None
 
 
-class Consumers:
+class Consumers(ConsumerPool):
     """One SimpleConsumer per broker, made on first use; ``close`` closes them all."""
 
     def __init__(self, socket_timeout_ms: int = SOCKET_TIMEOUT_MS) -> None:
-        self._socket_timeout_ms = socket_timeout_ms
-        self._consumers: dict[tuple[str, int], SimpleConsumer] = {}
-
-    def get(self, host: str, port: int) -> SimpleConsumer:
-        consumer = self._consumers.get((host, port))
-        if consumer is None:
-            consumer = SimpleConsumer(host, port, socket_timeout_ms=self._socket_timeout_ms)
-            self._consumers[host, port] = consumer
-        return consumer
-
-    def of(self, target: BrokerPartition) -> SimpleConsumer:
-        return self.get(target.host, target.port)
-
-    def close(self) -> None:
-        for consumer in self._consumers.values():
-            consumer.close()
-        self._consumers.clear()
-
-    def __enter__(self) -> "Consumers":
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
+        super().__init__(socket_timeout_ms)
 
 
 def topic_partitions(args: argparse.Namespace, topic_name: str, consumers: Consumers,
