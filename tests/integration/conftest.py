@@ -123,11 +123,34 @@ class BrokerProcess:
             return "(no log)"
 
 
-class WireClient:
-    """A raw-socket Kafka 0.7 client for tests: send request bytes, read whole responses."""
+class SocketClient:
+    """A loopback TCP connection for tests: closing, and telling whether the peer closed it."""
 
     def __init__(self, address: tuple[str, int], timeout_s: float) -> None:
         self.sock = socket.create_connection(address, timeout=timeout_s)
+
+    def is_closed_by_peer(self, timeout_s: float = 5.0) -> bool:
+        """True if the broker closes the connection (EOF or reset) within the timeout."""
+        self.sock.settimeout(timeout_s)
+        try:
+            return self.sock.recv(1) == b""
+        except ConnectionResetError:
+            return True
+        except socket.timeout:
+            return False
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+class WireClient(SocketClient):
+    """A raw-socket Kafka 0.7 client for tests: send request bytes, read whole responses."""
 
     def send(self, data: bytes) -> None:
         self.sock.sendall(data)
@@ -150,25 +173,6 @@ class WireClient:
     def request(self, data: bytes) -> bytes:
         self.send(data)
         return self.response()
-
-    def is_closed_by_peer(self, timeout_s: float = 5.0) -> bool:
-        """True if the broker closes the connection (EOF or reset) within the timeout."""
-        self.sock.settimeout(timeout_s)
-        try:
-            return self.sock.recv(1) == b""
-        except ConnectionResetError:
-            return True
-        except socket.timeout:
-            return False
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def __enter__(self) -> "WireClient":
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
 
 @pytest.fixture

@@ -7,11 +7,11 @@ per line and reads each answer up to the empty line that ends it.
 
 from __future__ import annotations
 
-import socket
 import time
 
 import pytest
 
+from tests.integration.conftest import SocketClient
 from tests.integration.polling import latest_offset, produce_payloads, wait_for, wait_for_end
 from twisted_broker.wire.compression import GZIP
 from twisted_broker.wire.message_set import encode_compressed_message_set
@@ -20,11 +20,11 @@ from twisted_broker.wire.requests import ProduceRequest, encode_request
 NUL_AND_BAD_UTF8 = b"nul\x00 and \xff\xfe not utf-8"
 
 
-class DebugSession:
+class DebugSession(SocketClient):
     """A telnet-like client: ``ask(line)`` returns the answer's lines."""
 
     def __init__(self, port: int, timeout_s: float = 10.0) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout_s)
+        super().__init__(("127.0.0.1", port), timeout_s)
         self._buffer = b""
         self.greeting = self.answer()
 
@@ -49,23 +49,6 @@ class DebugSession:
             data += chunk
         return data
 
-    def is_closed_by_peer(self, timeout_s: float = 5.0) -> bool:
-        self.sock.settimeout(timeout_s)
-        try:
-            return self.sock.recv(1) == b""
-        except ConnectionResetError:
-            return True
-        except socket.timeout:
-            return False
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def __enter__(self) -> "DebugSession":
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
 
 @pytest.fixture
