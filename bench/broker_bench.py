@@ -31,7 +31,6 @@ import argparse
 import json
 import math
 import os
-import select
 import shutil
 import signal
 import socket
@@ -43,6 +42,7 @@ import threading
 import time
 from pathlib import Path
 
+from bench.line_process import LineProcess
 from twisted_broker.wire.requests import OffsetRequest, encode_request
 from twisted_broker.wire.responses import decode_error_and_body, decode_offsets
 
@@ -71,51 +71,14 @@ BROKER_PROPERTIES = {
 }
 
 
-class _Child:
-    """A child process that talks in lines on stdin/stdout; stderr goes to a file."""
+class _Child(LineProcess):
+    """A load generator process (bench/loadgen.py); stopping it kills it."""
 
-    def __init__(self, name: str, args: list[str], directory: str, **popen) -> None:
-        self.name = name
-        self._stderr_path = os.path.join(directory, f"{name}.stderr")
-        with open(self._stderr_path, "wb") as stderr:
-            self.process = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                            stderr=stderr, bufsize=0, **popen)
-        self._pending = b""
-
-    def line(self, timeout_s: float = TIMEOUT_S) -> str:
-        deadline = time.monotonic() + timeout_s
-        out = self.process.stdout
-        while b"\n" not in self._pending:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutError(f"{self.name}: no answer within {timeout_s:.0f} s\n{self.stderr_tail()}")
-            if select.select([out], [], [], remaining)[0]:
-                data = os.read(out.fileno(), 65536)
-                if not data:
-                    raise RuntimeError(f"{self.name} exited with {self.process.wait()}\n{self.stderr_tail()}")
-                self._pending += data
-        line, _, self._pending = self._pending.partition(b"\n")
-        return line.decode()
-
-    def expect(self, word: str) -> None:
-        if (line := self.line()) != word:
-            raise RuntimeError(f"{self.name}: expected {word!r}, got {line!r}\n{self.stderr_tail()}")
-
-    def send(self, line: str) -> None:
-        self.process.stdin.write(line.encode() + b"\n")
-
-    def stderr_tail(self, max_bytes: int = 4000) -> str:
-        try:
-            return Path(self._stderr_path).read_text(errors="replace")[-max_bytes:]
-        except FileNotFoundError:
-            return ""
+    def __init__(self, name: str, args: list[str], directory: str) -> None:
+        super().__init__(name, args, directory, timeout_s=TIMEOUT_S)
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-        self.process.wait()
-        for pipe in (self.process.stdin, self.process.stdout):
-            pipe.close()
+        self.kill()
 
 
 class BrokerProcess:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import select
 import signal
 import socket
 import subprocess
@@ -31,6 +30,8 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+
+from bench.line_process import LineProcess
 
 MESSAGE_BYTES = 200
 BATCH = 50
@@ -196,43 +197,19 @@ def peer_worker(system: str, role: str, options: dict) -> list[str]:
     return [sys.executable, "-m", "bench.peers.worker", system, role, json.dumps(options)]
 
 
-class Worker:
+class Worker(LineProcess):
     """A client process speaking lines on stdin/stdout (a peer worker, or bench/loadgen.py);
     its stderr goes to a file in ``directory``. ``wrap`` runs it under another command
     (py-spy)."""
 
     def __init__(self, name: str, args: list[str], directory: str, *, wrap: list[str] | None = None) -> None:
-        self.name = name
-        self.stderr_path = os.path.join(directory, f"{name}.stderr")
-        with open(self.stderr_path, "wb") as stderr:
-            self.process = subprocess.Popen([*(wrap or []), *args], cwd=REPO, stdin=subprocess.PIPE,
-                                            stdout=subprocess.PIPE, stderr=stderr, bufsize=0)
-        self._pending = b""
-
-    def line(self, timeout_s: float = TIMEOUT_S) -> str:
-        deadline = time.monotonic() + timeout_s
-        out = self.process.stdout
-        while b"\n" not in self._pending:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutError(f"{self.name}: no answer within {timeout_s:.0f} s\n{self.stderr_tail()}")
-            if select.select([out], [], [], remaining)[0]:
-                data = os.read(out.fileno(), 65536)
-                if not data:
-                    raise RuntimeError(f"{self.name} exited with {self.process.wait()}\n{self.stderr_tail()}")
-                self._pending += data
-        line, _, self._pending = self._pending.partition(b"\n")
-        return line.decode()
+        super().__init__(name, [*(wrap or []), *args], directory, timeout_s=TIMEOUT_S, cwd=REPO)
 
     def expect_ready(self, timeout_s: float = 120.0) -> None:
-        if (line := self.line(timeout_s)) != "ready":
-            raise RuntimeError(f"{self.name}: expected 'ready', got {line!r}\n{self.stderr_tail()}")
+        self.expect("ready", timeout_s)
 
     def go(self) -> None:
         self.send("go")
-
-    def send(self, line: str) -> None:
-        self.process.stdin.write(line.encode() + b"\n")
 
     def result(self, timeout_s: float = TIMEOUT_S) -> dict:
         line = self.line(timeout_s)
@@ -240,9 +217,6 @@ class Worker:
             return json.loads(line)
         except json.JSONDecodeError:
             raise RuntimeError(f"{self.name}: not a result: {line!r}\n{self.stderr_tail()}") from None
-
-    def stderr_tail(self) -> str:
-        return tail(self.stderr_path)
 
     def stop(self, timeout_s: float = 10.0) -> None:
         if self.process.poll() is None:
@@ -255,11 +229,7 @@ class Worker:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
-        for pipe in (self.process.stdin, self.process.stdout):
-            try:
-                pipe.close()
-            except OSError:
-                pass
+        self._close_pipes()
 
 
 # -- disk ----------------------------------------------------------------------------------------
