@@ -48,6 +48,17 @@ def zk_connect(zookeeper) -> str:
     return zookeeper.connect_string + chroot
 
 
+@pytest.fixture
+def zk(zk_connect):
+    """A kazoo client inside the test's chroot (test modules with other timeouts define their own)."""
+    from kazoo.client import KazooClient
+    client = KazooClient(hosts=zk_connect)
+    client.start(10)
+    yield client
+    client.stop()
+    client.close()
+
+
 class BrokerProcess:
     """A ``twistd -n broker`` child process. ``start()`` waits until it listens."""
 

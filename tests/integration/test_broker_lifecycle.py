@@ -42,16 +42,6 @@ def run_twistd(directory: Path, properties: dict[str, str], *args: str) -> subpr
         cwd=directory, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
 
 
-@pytest.fixture
-def zk(zk_connect) -> KazooClient:
-    """A kazoo client inside the test's chroot."""
-    client = KazooClient(hosts=zk_connect)
-    client.start(10)
-    yield client
-    client.stop()
-    client.close()
-
-
 # -- configuration ---------------------------------------------------------------------------
 
 def test_unknown_config_key_is_logged_as_a_warning_and_the_broker_starts(broker_factory):

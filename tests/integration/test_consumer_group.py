@@ -122,15 +122,6 @@ class Collector:
 
 
 @pytest.fixture
-def zk(zk_connect):
-    client = KazooClient(hosts=zk_connect)
-    client.start(10)
-    yield client
-    client.stop()
-    client.close()
-
-
-@pytest.fixture
 def connector_factory(zk_connect):
     """``connector_factory(consumerid=None, group=GROUP, **properties)``: a connector with test
     settings; properties use 0.7 keys (dots). All are shut down after the test."""

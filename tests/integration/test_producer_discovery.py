@@ -9,7 +9,6 @@ deadlines.
 from __future__ import annotations
 
 import pytest
-from kazoo.client import KazooClient
 
 from tests.integration.polling import wait_for
 from twisted_broker.client.partitioners import java_string_hashcode
@@ -31,15 +30,6 @@ def known(info: ZkBrokerPartitionInfo, broker_id: int) -> bool:
         return True
     except KeyError:
         return False
-
-
-@pytest.fixture
-def zk(zk_connect):
-    client = KazooClient(hosts=zk_connect)
-    client.start(10)
-    yield client
-    client.stop()
-    client.close()
 
 
 @pytest.fixture
