@@ -11,11 +11,11 @@ Reading backward (the newest messages, or the page before one) has no help from 
 indexes message boundaries. The end offset ``E`` is a boundary (the log's end, or the first
 offset of a page shown before), so we fetch the ``window`` bytes before it and look for the
 smallest position ``p`` in them from which a chain of complete entries, each with a matching
-CRC, ends exactly at ``E``. Bytes in the middle of a payload almost never pass a CRC, let
-alone a chain of them landing on ``E``. Too few messages found widens the window (x4) up to
-``MAX_WINDOW_BYTES``; the log's earliest offset and its segment starts bound it exactly. A
-corrupt message (bad CRC) breaks every chain through it: the page then starts after it, and
-reading forward from an older offset shows it.
+CRC, ends exactly at ``E`` (``wire.message_search``). Bytes in the middle of a payload almost
+never pass a CRC, let alone a chain of them landing on ``E``. Too few messages found widens
+the window (x4) up to ``MAX_WINDOW_BYTES``; the log's earliest offset and its segment starts
+bound it exactly. A corrupt message (bad CRC) breaks every chain through it: the page then
+starts after it, and reading forward from an older offset shows it.
 
 Each top-level entry becomes a BrowsedMessage with its offset, size, magic, codec and CRC
 validity; a compressed wrapper is expanded into its inner messages, as DumpLogSegments does.
@@ -30,10 +30,9 @@ from dataclasses import dataclass, field
 
 from twisted_broker.client.fetched_message_set import FetchedMessageSet
 from twisted_broker.errors import InvalidMessage
-from twisted_broker.wire.crc import crc32
-from twisted_broker.wire.message import CODEC_MASK, ENTRY_HEADER_1, HEADER_0, MAGIC_0, MAGIC_1, Message
+from twisted_broker.wire.message import Message
+from twisted_broker.wire.message_search import find_message_start
 from twisted_broker.wire.message_set import expand_wrapper, iter_entries
-from twisted_broker.wire.primitives import INT32
 
 FIRST_FETCH_BYTES = 64 * 1024
 MAX_FETCH_BYTES = 16 * 1024 * 1024  # a larger message is reported, not fetched
@@ -103,57 +102,6 @@ def decode_entries(data: bytes | memoryview, base_offset: int,
     return messages, consumed, None
 
 
-def chain_start(data: bytes | memoryview) -> int | None:
-    """The smallest position from which complete, CRC-valid entries end exactly at the end of
-    ``data``; None if there is none."""
-    view = memoryview(data)
-    end = len(view)
-    if end == 0:
-        return None
-    good: dict[int, bool] = {end: True}  # position -> does a valid chain run from it to the end
-
-    def chain_from(position: int) -> bool:
-        path = []
-        while position not in good:
-            step = _entry_end(view, position, end)
-            if step is None:
-                good[position] = False
-                break
-            path.append(position)
-            position = step
-        result = good[position]
-        for visited in path:
-            good[visited] = result
-        return result
-
-    for position in range(end - HEADER_0.size - 4 + 1):
-        if chain_from(position):
-            return position
-    return None
-
-
-def _entry_end(view: memoryview, position: int, end: int) -> int | None:
-    """The end of a complete, CRC-valid entry at ``position``, or None."""
-    if end - position < 4 + HEADER_0.size:
-        return None
-    (size,) = INT32.unpack_from(view, position)
-    stop = position + 4 + size
-    if size < HEADER_0.size or stop > end:
-        return None
-    magic = view[position + 4]
-    if magic == MAGIC_1:
-        if size < ENTRY_HEADER_1.size - 4 or view[position + 5] & CODEC_MASK == CODEC_MASK:
-            return None
-        _, _, _, crc = ENTRY_HEADER_1.unpack_from(view, position)
-        payload = view[position + 10:stop]
-    elif magic == MAGIC_0:
-        _, crc = HEADER_0.unpack_from(view, position + 4)
-        payload = view[position + 9:stop]
-    else:
-        return None
-    return stop if crc32(payload) == crc else None
-
-
 def _fetch_problem(fetched: FetchedMessageSet, offset: int) -> str | None:
     if fetched.error_code == 0:
         return None
@@ -211,7 +159,7 @@ async def read_backward(fetch: Fetch, end: int, count: int, *, earliest: int,
         if len(data) < end - low:
             return BrowseResult(end, end, [], f"the broker returned {len(data)} of the {end - low} bytes "
                                               f"before offset {end}")
-        position = 0 if low == earliest and _chain_from_zero(data) else chain_start(data)
+        position = find_message_start(data)  # 0 at the earliest offset, unless damage breaks the chain
         messages = []
         if position is not None:
             messages, _consumed, problem = decode_entries(memoryview(data)[position:], low + position, len(data))
@@ -224,14 +172,3 @@ async def read_backward(fetch: Fetch, end: int, count: int, *, earliest: int,
             "(a corrupt message, or one larger than that); read forward from an older offset"))
     messages = messages[-count:]
     return BrowseResult(messages[0].offset, end, messages, problem)
-
-
-def _chain_from_zero(data: bytes) -> bool:
-    # The earliest offset is a segment start, hence a boundary: no scan needed when it chains.
-    view, position = memoryview(data), 0
-    while position < len(view):
-        step = _entry_end(view, position, len(view))
-        if step is None:
-            return False
-        position = step
-    return True

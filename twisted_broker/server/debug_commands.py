@@ -13,19 +13,17 @@ shown as printable ASCII in double quotes with every other byte escaped, and cut
 log holds.
 
 How ``tail`` finds the last messages: offsets are byte positions and nothing on disk marks
-where a message starts, so it reads a window at the end of the newest segment and looks for
-the first position from which whole entries follow one another exactly to the flushed end
-(the true boundaries all do) and whose first entry's CRC matches (a misaligned position almost
-never does). The window grows until it holds enough messages or reaches the segment's start,
-a known boundary; older segments are read the same way.
+where a message starts, so it reads a window at the end of the newest segment and asks
+``wire.message_search`` for the first position from which whole entries run exactly to the
+flushed end, checking only the first entry's CRC: a damaged message later on is then shown
+as ``crc BAD`` rather than hidden. The window grows until it holds enough messages or reaches
+the segment's start, a known boundary; older segments are read the same way.
 """
 
 from __future__ import annotations
 
 import datetime
 import os
-import re
-import struct
 from bisect import bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -39,9 +37,10 @@ from twisted_broker.server.stats import BrokerStats, broker_snapshot
 from twisted_broker.storage.log import EARLIEST_TIME, LATEST_TIME, Log
 from twisted_broker.storage.log_manager import LogManager
 from twisted_broker.storage.segment import Segment
-from twisted_broker.wire.crc import crc32
-from twisted_broker.wire.message import MAGIC_1, Message
+from twisted_broker.wire.message import Message
+from twisted_broker.wire.message_search import entry_is_valid, find_message_start
 from twisted_broker.wire.message_set import expand_wrapper, iter_entries
+from twisted_broker.wire.primitives import INT32
 
 # Bounds on what one command reads and prints, so a debug session never costs the broker much.
 DEFAULT_TAIL_MESSAGES = 10
@@ -56,14 +55,6 @@ ZK_DATA_PREVIEW_BYTES = 4096
 MAX_ZK_CHILDREN = 1000
 MAX_DECOMPRESSED_BYTES = 16 * 1024 * 1024  # per wrapper; larger ones are shown unexpanded
 FLUSH_POLL_S = 0.01  # how often ``flush`` looks whether the flusher thread is done
-
-_LENGTH = struct.Struct(">i")
-# What can start an entry: a length, then magic 0 or 1 (lookaheads, so matches may overlap).
-# In a buffer under 16 MiB the length's top byte is 0 and the length is at least 5.
-_ENTRY_START = re.compile(b"(?=[\x00-\xff]{4}[\x00\x01])")
-_SMALL_ENTRY_START = re.compile(b"(?=\x00(?!\x00\x00[\x00-\x04])[\x00-\xff]{3}[\x00\x01])")
-_MIN_ENTRY_BYTES = 4 + 5  # length field + the smallest (magic 0, empty) message
-
 
 class CommandError(Exception):
     """A bad command or argument, or a request the broker cannot answer: ``error: <message>``."""
@@ -160,61 +151,7 @@ def _show(text: str) -> str:
     return repr(text)
 
 
-# -- finding and listing messages (pure) -----------------------------------------------------
-
-def _entry_end(view: memoryview, position: int) -> int | None:
-    """Where the entry at ``position`` ends if its length and magic are plausible, else None."""
-    if len(view) - position < _MIN_ENTRY_BYTES:
-        return None
-    (size,) = _LENGTH.unpack_from(view, position)
-    magic = view[position + 4]
-    if size < 5 or position + 4 + size > len(view) or magic > MAGIC_1 or (magic == MAGIC_1 and size < 6):
-        return None
-    return position + 4 + size
-
-
-def _crc_matches(view: memoryview, position: int) -> bool:
-    """True if the (plausible) entry at ``position`` has the CRC of its payload."""
-    stop = position + 4 + _LENGTH.unpack_from(view, position)[0]
-    if view[position + 4] == MAGIC_1:
-        return crc32(view[position + 10:stop]) == int.from_bytes(view[position + 6:position + 10], "big")
-    return crc32(view[position + 9:stop]) == int.from_bytes(view[position + 5:position + 9], "big")
-
-
-def _starts_valid_entry(view: memoryview) -> bool:
-    return _entry_end(view, 0) is not None and _crc_matches(view, 0)
-
-
-def find_entry_chain(buf: bytes | memoryview) -> int | None:
-    """The first position in ``buf`` from which whole entries follow each other exactly to its
-    end, the first entry's CRC matching; None if there is none (see the module docstring).
-
-    Each position is walked at most once (``state`` remembers where walks led), so the cost is
-    linear in ``len(buf)``; in practice the first true boundary is within one message's size.
-    """
-    view = memoryview(buf)
-    end = len(view)
-    state = bytearray(end + 1)  # 0 unknown, 1 leads exactly to the end, 2 does not
-    state[end] = 1
-    # Candidates are found in C by a regex, which skips most of a large message's payload.
-    candidates = (_SMALL_ENTRY_START if end < 1 << 24 else _ENTRY_START).finditer(view)
-    for match in candidates:
-        candidate = match.start()
-        path = []
-        position = candidate
-        while not state[position]:
-            path.append(position)
-            following = _entry_end(view, position)
-            if following is None:
-                break
-            position = following
-        reached = 1 if state[position] == 1 else 2
-        for visited in path:
-            state[visited] = reached
-        if reached == 1 and _crc_matches(view, candidate):
-            return candidate
-    return None
-
+# -- listing messages (pure) -----------------------------------------------------------------
 
 @dataclass(frozen=True)
 class MessageRow:
@@ -475,7 +412,7 @@ class DebugCommands:
         while True:
             start = max(segment.start, segment.end - min(window, self._tail_scan_bytes))
             data = self._read(log_, start, segment.end - start)
-            position = 0 if start == segment.start else find_entry_chain(data)
+            position = 0 if start == segment.start else find_message_start(data, check_every_crc=False)
             at_limit = window >= self._tail_scan_bytes
             if position is None:
                 if at_limit:
@@ -531,15 +468,15 @@ class DebugCommands:
                 raise CommandError(f"no message starts at offset {offset} of {log_.name}: {exc.reason}") from None
             stopped = f"(stopped at offset {offset + exc.position}: {exc.reason})"
         if not rows:  # a message larger than MAXBYTES, or no message starts here
-            needed = _LENGTH.unpack_from(data)[0] + 4 if len(data) >= 4 else 0
+            needed = INT32.unpack_from(data)[0] + 4 if len(data) >= 4 else 0
             if needed > MAX_DUMP_BYTES:
                 raise CommandError(f"the entry at offset {offset} of {log_.name} would be {needed} bytes: "
                                    f"not a message boundary, or more than dump reads ({MAX_DUMP_BYTES})")
             whole = self._read(log_, offset, needed) if max_bytes < needed else b""
-            if len(whole) != needed or not _starts_valid_entry(memoryview(whole)):
+            if len(whole) != needed or not entry_is_valid(whole):
                 raise CommandError(f"no message starts at offset {offset} of {log_.name}")
             return [f"(the message at offset {offset} is {needed} bytes with its length: more than MAXBYTES {max_bytes})"]
-        if not _crc_matches(memoryview(data), 0):
+        if not entry_is_valid(data):
             # Later entries with a bad CRC are shown as BAD; a first one is more likely garbage.
             raise CommandError(f"the entry at offset {offset} of {log_.name} fails its CRC check: "
                                f"not a message boundary, or damaged on disk")

@@ -7,18 +7,16 @@ tests control. Answers are compared as whole lines: their alignment is the inter
 
 from __future__ import annotations
 
-import struct
 import zlib
 
 import pytest
-from hypothesis import given, settings, strategies as st
 from twisted.internet.defer import Deferred, fail, succeed
 from twisted.internet.task import Clock
 
 from twisted_broker.registry.zookeeper import NoNodeError
 from twisted_broker.server.debug_commands import (
     MAX_DUMP_MESSAGES, MAX_TAIL_MESSAGES, MAX_ZK_CHILDREN, TAIL_WINDOW_BYTES, Answer, DebugCommands, escape_bytes,
-    find_entry_chain, format_pairs, format_table, parse_line, CommandError,
+    format_pairs, format_table, parse_line, CommandError,
 )
 from twisted_broker.server.stats import BrokerStats, RequestStats
 from twisted_broker.storage.flusher import InlineFlusher
@@ -162,45 +160,6 @@ def test_format_pairs_aligns_names_and_numbers():
 
 def test_parse_line_lowercases_the_command_only():
     assert parse_line("  TAIL MyTopic  0\t5 ") == ("tail", ["MyTopic", "0", "5"])
-
-
-# --- finding message boundaries from the end ---------------------------------------------------
-
-def test_find_entry_chain_at_a_boundary_is_zero():
-    assert find_entry_chain(encode_message_set([b"a", b"bb"])) == 0
-
-
-def test_find_entry_chain_skips_a_cut_message():
-    data = encode_message_set([b"first message", b"second", b"third"])
-    first = 4 + 6 + len(b"first message")
-    for cut in range(1, first + 1):
-        assert find_entry_chain(data[cut:]) == first - cut
-
-
-def test_find_entry_chain_refuses_a_lookalike_entry_whose_crc_is_wrong():
-    # A "message" whose length leads exactly to the end but whose CRC is wrong, then a real one.
-    fake = struct.pack(">iBBI", 6 + 3, 1, 0, 0xDEADBEEF) + b"xyz"
-    assert find_entry_chain(fake) is None
-    assert find_entry_chain(b"\x00" + encode_message_set([b"ok"])) == 1
-
-
-def test_find_entry_chain_of_garbage_is_none():
-    assert find_entry_chain(b"\xff" * 100) is None
-    assert find_entry_chain(b"") is None
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.binary(max_size=40), min_size=1, max_size=20), st.data())
-def test_find_entry_chain_finds_the_first_true_boundary_after_any_cut(payloads, data):
-    encoded = encode_message_set(payloads)
-    boundaries, position = [], 0
-    for payload in payloads:
-        boundaries.append(position)
-        position += 10 + len(payload)
-    cut = data.draw(st.integers(0, len(encoded) - 1))
-    following = [b - cut for b in boundaries if b >= cut]
-    expected = following[0] if following else None  # cut inside the last message: no whole one
-    assert find_entry_chain(encoded[cut:]) == expected
 
 
 # --- commands and arguments ---------------------------------------------------------------------

@@ -12,7 +12,7 @@ from twisted_broker.wire.compression import GZIP
 from twisted_broker.wire.message import make_message
 from twisted_broker.wire.message_set import encode_compressed_message_set, encode_message_set, encode_messages
 from twisted_broker.wire.requests import FetchRequest
-from webui.message_browser import chain_start, decode_entries, read_backward, read_forward
+from webui.message_browser import decode_entries, read_backward, read_forward
 
 
 class SegmentedLog:
@@ -51,21 +51,6 @@ def payloads(result) -> list[bytes]:
 
 def numbered(count: int, start: int = 0) -> list[bytes]:
     return [b"message %04d" % i for i in range(start, start + count)]
-
-
-def test_chain_start_skips_a_cut_message_at_the_front():
-    data = encode_message_set(numbered(5))
-    assert chain_start(data) == 0
-    assert chain_start(data[7:]) == len(encode_message_set(numbered(1))) - 7  # the second entry
-    assert chain_start(b"\x00" * 3 + data) == 3
-
-
-def test_chain_start_needs_the_chain_to_end_exactly_at_the_end():
-    data = encode_message_set(numbered(3))
-    assert chain_start(data + b"\x00\x00") is None  # a partial tail: the end is not a boundary
-    corrupt = bytearray(data)
-    corrupt[-1] ^= 0xFF  # the last payload no longer matches its CRC
-    assert chain_start(bytes(corrupt)) is None
 
 
 def test_decode_entries_expands_compressed_wrappers_and_marks_bad_crcs():
