@@ -133,7 +133,8 @@ def makeService(options: Options):  # BrokerService, in a MultiService with --we
     broker = Broker(logs, stats, max_message_size=config.max_message_size)
     factory = KafkaServerFactory(broker, max_request_size=config.max_socket_request_bytes,
                                  send_buffer_bytes=config.socket_send_buffer,
-                                 receive_buffer_bytes=config.socket_receive_buffer, clock=reactor)
+                                 receive_buffer_bytes=config.socket_receive_buffer, clock=reactor,
+                                 fetch_wait_max_ms=config.fetch_wait_max_ms)
     # Bound to 127.0.0.1 unless the configuration names a host, as every port of ours.
     listen = options["listen"] or f"tcp:{config.port}:interface={config.hostname or '127.0.0.1'}"
     registration = zk = None

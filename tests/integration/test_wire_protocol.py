@@ -279,3 +279,27 @@ def test_offsets_of_log_with_data_list_end_and_segment_start_newest_first(client
     assert offsets_result(client, "offsets-data", 0, -2, 10) == [0]
     assert offsets_result(client, "offsets-data", 0, 0, 10) == []  # nothing written before 1970
     assert offsets_result(client, "offsets-data", 0, -1, 0) == []
+
+
+# --- fetch.wait.max.ms (not in 0.7): caught-up fetches wait for the next flush --------------
+
+def test_caught_up_fetch_is_held_until_a_flush_brings_data(broker_factory):
+    broker = broker_factory("waiting", properties={"fetch.wait.max.ms": "20000"})
+    with broker.connect() as consumer, broker.connect() as producer:
+        end = produced(producer, "held", message_set(message(b"first")))
+        consumer.send(fetch("held", offset=end))
+        producer.send(produce("held", 0, message_set(message(b"second"))))
+        # An answer before the 20 s wait ran out, and with the new message: the flush woke it.
+        assert raw_response(consumer) == struct.pack(">ih", 2 + len(message_set(message(b"second"))), 0) \
+            + message_set(message(b"second"))
+
+
+def test_caught_up_fetch_is_answered_empty_when_the_wait_runs_out(broker_factory):
+    broker = broker_factory("waiting", properties={"fetch.wait.max.ms": "300"})
+    with broker.connect() as consumer:
+        end = produced(consumer, "idle", message_set(message(b"only")))
+        started = time.monotonic()
+        consumer.send(fetch("idle", offset=end))
+        assert raw_response(consumer) == EMPTY_FETCH_RESPONSE
+        assert time.monotonic() - started >= 0.3
+        assert fetch_result(consumer, "idle", offset=0)[1] == message_set(message(b"only"))  # not held

@@ -36,6 +36,7 @@ from twisted.internet.protocol import Factory, Protocol
 from twisted_broker.errors import Truncated
 from twisted_broker.protocols.producers import stream_region, wait_for_drain
 from twisted_broker.server.broker import Broker, CloseConnection, Piece
+from twisted_broker.server.held_fetch import HeldFetch
 from twisted_broker.storage.segment import FileRegion
 from twisted_broker.wire.framing import FrameDecoder, FrameTooLarge
 from twisted_broker.wire.requests import TrailingBytes, UnknownRequestType, decode_request
@@ -97,7 +98,7 @@ class RequestBudget:
 class KafkaServerProtocol(Protocol):
     def __init__(self, broker: Broker, *, max_request_size: int = DEFAULT_MAX_REQUEST_BYTES,
                  send_buffer_bytes: int | None = None, receive_buffer_bytes: int | None = None,
-                 budget: RequestBudget | None = None, clock=None) -> None:
+                 budget: RequestBudget | None = None, clock=None, fetch_wait_max_ms: int = 0) -> None:
         self._broker = broker
         self._stats = broker.stats.requests
         self._decoder = FrameDecoder(max_request_size)
@@ -115,6 +116,9 @@ class KafkaServerProtocol(Protocol):
         self._reserved_bytes = 0  # reserved for the frame being received
         self._awaiting_budget = False
         self._stall_timer = None
+        # fetch.wait.max.ms (server/held_fetch.py); needs the clock.
+        self._fetch_wait_s = fetch_wait_max_ms / 1000 if clock is not None else 0.0
+        self._held: HeldFetch | None = None
 
     def connectionMade(self) -> None:
         if self.factory is not None:
@@ -140,6 +144,9 @@ class KafkaServerProtocol(Protocol):
         self._stats.connections -= 1
         self._closing = True
         self._frames.clear()
+        if self._held is not None:
+            self._held.cancel()
+            self._held = None
         if self._awaiting_budget:
             self._awaiting_budget = False
             self._budget.cancel(self)
@@ -236,22 +243,48 @@ class KafkaServerProtocol(Protocol):
             started = time.perf_counter()
             try:
                 request = decode_request(frame)
-                pieces = self._broker.handle(request)
             except (Truncated, TrailingBytes, UnknownRequestType, UnicodeDecodeError) as exc:
                 self._refuse(f"malformed request: {exc}")
                 return
-            except CloseConnection as exc:
-                self._refuse(str(exc))
+            if self._fetch_wait_s and self._hold_if_caught_up(request):
                 return
-            request_type = self._broker.request_type(request)
-            if not any(isinstance(piece, FileRegion) for piece in pieces):
-                self._write_bytes(pieces)
-                self._stats.record(request_type, time.perf_counter() - started)
-                if self._unconfirmed_bytes >= PACE_BYTES:
-                    self._wait_for_drain()
-                continue
-            self._busy = True
-            self._stream(deque(pieces), request_type, started)
+            self._answer(request, started)
+
+    def _answer(self, request, started: float) -> None:
+        """Handle one request and write or start streaming its response."""
+        try:
+            pieces = self._broker.handle(request)
+        except CloseConnection as exc:
+            self._refuse(str(exc))
+            return
+        request_type = self._broker.request_type(request)
+        if not any(isinstance(piece, FileRegion) for piece in pieces):
+            self._write_bytes(pieces)
+            self._stats.record(request_type, time.perf_counter() - started)
+            if self._unconfirmed_bytes >= PACE_BYTES:
+                self._wait_for_drain()
+            return
+        self._busy = True
+        self._stream(deque(pieces), request_type, started)
+
+    def _hold_if_caught_up(self, request) -> bool:
+        """Hold a fetch with nothing new in any partition until a flush or the wait ends."""
+        logs = self._broker.caught_up_logs(request)
+        if logs is None:
+            return False
+        self._busy = True
+        self._held = HeldFetch(self._clock, logs, lambda: self._answer_held(request), self._fetch_wait_s)
+        return True
+
+    def _answer_held(self, request) -> None:
+        self._held = None
+        self._busy = False
+        if self._closing:
+            return
+        # The time in the statistics is the work of answering, as for any other request.
+        self._answer(request, time.perf_counter())
+        if not self._busy:
+            self._resume(False)
 
     def _next_turn(self) -> None:
         """Let the reactor serve other connections before this one's next requests."""

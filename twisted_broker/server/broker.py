@@ -18,6 +18,7 @@ from twisted_broker.errors import (
     OffsetOutOfRange, UnknownError, WrongPartition,
 )
 from twisted_broker.server.stats import BrokerStats
+from twisted_broker.storage.log import Log
 from twisted_broker.storage.log_manager import LogManager
 from twisted_broker.storage.segment import FileRegion
 from twisted_broker.wire.message_set import validate_message_set
@@ -119,6 +120,27 @@ class Broker:
                 parts.append(region)
             total += 6 + length
         return [encode_response_header(NO_ERROR, total), *parts]  # the outer error is always 0
+
+    def caught_up_logs(self, request: Request) -> list[Log] | None:
+        """The logs a fetch may wait on: those of every partition it asks for, when each
+        exists and is asked at its flushed end (nothing new to send). None when anything is
+        due at once: data, an error, a partition with no log yet, or not a fetch."""
+        if isinstance(request, FetchRequest):
+            fetches: tuple[FetchRequest, ...] | list[FetchRequest] = (request,)
+        elif isinstance(request, MultiFetchRequest):
+            fetches = request.fetches
+        else:
+            return None
+        logs = []
+        for fetch in fetches:
+            try:
+                log_ = self.logs.get_log(fetch.topic, fetch.partition)
+            except (InvalidTopic, WrongPartition):
+                return None
+            if log_ is None or fetch.max_size <= 0 or fetch.offset != log_.end_offset:
+                return None
+            logs.append(log_)
+        return logs or None
 
     def _read(self, request: FetchRequest) -> tuple[int, FileRegion | None]:
         """(error code, region or None) for one fetch; 0.7 answers every problem with a code."""

@@ -63,6 +63,8 @@ class Log:
         # Set when the disk failed in a way that leaves the newest segment in doubt (a failed
         # fsync, or a failed write that could not be cut back): the log then refuses writes.
         self.write_error: LogWriteError | None = None
+        # One-shot callbacks for the next time flushed data is published (held fetches).
+        self._flush_watchers: list[Callable[[], object]] = []
 
     # -- reading -------------------------------------------------------------------------
 
@@ -211,6 +213,20 @@ class Log:
         if self._pending:
             self._reap()
 
+    def watch_flush(self, callback: Callable[[], object]) -> None:
+        """Call ``callback()`` once, the next time a flush makes more data visible.
+
+        It runs inside whatever log call publishes the flush (a read, an append, the flush
+        timer), so it must only schedule work, not read or write this log itself.
+        """
+        self._flush_watchers.append(callback)
+
+    def unwatch_flush(self, callback: Callable[[], object]) -> None:
+        try:
+            self._flush_watchers.remove(callback)
+        except ValueError:
+            pass
+
     def _reap(self) -> None:
         """Publish the flushes that finished, oldest first, so visibility only moves forward.
 
@@ -218,6 +234,7 @@ class Log:
         pages, so nothing past the flushed size can be trusted and the log refuses writes.
         """
         pending = self._pending
+        published = False
         while pending and pending[0][1].finished.is_set():
             segment, job = pending.popleft()
             try:
@@ -231,11 +248,16 @@ class Log:
             self.flush_count += 1
             self.flush_seconds_total += job.seconds
             self.flush_seconds_max = max(self.flush_seconds_max, job.seconds)
+            published = True
         if self._flush_wanted and not pending:
             self._flush_wanted = False
             segment = self._segments[-1]
             if segment.size > segment.flushed_size:
                 self._submit(segment)
+        if published and self._flush_watchers:
+            watchers, self._flush_watchers = self._flush_watchers, []
+            for callback in watchers:
+                callback()
 
     def flush_if_due(self) -> bool:
         """Publish finished flushes; start one if data waits and the last is ``flush_interval_ms`` old."""

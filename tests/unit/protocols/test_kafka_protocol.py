@@ -13,6 +13,7 @@ import struct
 import zlib
 
 import pytest
+from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 
 from twisted_broker.protocols.kafka import KafkaServerProtocol
@@ -356,3 +357,105 @@ def test_oversize_message_is_dropped_and_connection_stays_open(connect, logs):
     assert not transport.disconnecting
     assert transport.value() == EMPTY_FETCH_RESPONSE
     assert written_bytes(logs, "a") == 0
+
+
+# --- fetch.wait.max.ms: caught-up fetches held until a flush ------------------------------
+
+WAIT_S = 0.5
+
+
+@pytest.fixture
+def connect_waiting(empty_broker):
+    """Connections that hold caught-up fetches up to WAIT_S, on a fake reactor clock."""
+    reactor_clock = Clock()
+
+    def connect() -> tuple[StringTransport, KafkaServerProtocol]:
+        transport = StringTransport()
+        protocol = KafkaServerProtocol(empty_broker, max_request_size=MAX_REQUEST_BYTES, clock=reactor_clock,
+                                       fetch_wait_max_ms=int(WAIT_S * 1000))
+        protocol.makeConnection(transport)
+        return transport, protocol
+    connect.clock = reactor_clock
+    return connect
+
+
+def multifetch(*parts: tuple[str, int, int, int]) -> bytes:
+    return request(2, struct.pack(">h", len(parts)) + b"".join(
+        string16(t) + struct.pack(">iqi", p, o, m) for t, p, o, m in parts))
+
+
+def test_caught_up_fetch_is_answered_when_a_flush_publishes_new_data(connect_waiting, logs):
+    _, writer = connect_waiting()
+    writer.dataReceived(PRODUCE_A_0_HELLO)
+    transport, proto = connect_waiting()
+    proto.dataReceived(fetch("a", 0, len(HELLO_SET), 4096))
+    connect_waiting.clock.advance(WAIT_S / 2)
+    assert transport.value() == b""  # held, not answered empty
+    second = message_set(b"second")
+    writer.dataReceived(produce("a", 0, second))  # flushed at once (InlineFlusher, every message)
+    assert transport.value() == b""  # answered from the reactor's next step, not inside the produce
+    connect_waiting.clock.advance(0)
+    drain(transport)
+    assert transport.value() == fetch_response(second)
+    assert logs.get_log("a", 0)._flush_watchers == []
+    assert connect_waiting.clock.getDelayedCalls() == []
+
+
+def test_caught_up_fetch_is_answered_empty_when_the_wait_runs_out(connect_waiting):
+    transport, proto = connect_waiting()
+    proto.dataReceived(PRODUCE_A_0_HELLO + fetch("a", 0, len(HELLO_SET), 4096))
+    connect_waiting.clock.advance(WAIT_S - 0.001)
+    assert transport.value() == b""
+    connect_waiting.clock.advance(0.001)
+    assert transport.value() == EMPTY_FETCH_RESPONSE
+
+
+@pytest.mark.parametrize("data", [
+    fetch("a", 0, 0, 4096),  # data to send
+    fetch("a", 1, 0, 4096),  # a partition with no log yet: 0.7 answers empty at once
+    fetch("a", 0, 999, 4096),  # past the end: an error code at once
+    fetch("a", 0, len(HELLO_SET), 0),  # a zero-size fetch can never get anything
+    multifetch(("a", 0, len(HELLO_SET), 4096), ("a", 0, 0, 4096)),  # one part has data
+    OFFSETS_A_0_LATEST,
+], ids=["data", "no-log", "out-of-range", "zero-size", "multifetch-with-data", "offsets"])
+def test_requests_with_something_to_say_are_answered_at_once(connect_waiting, data):
+    transport, proto = connect_waiting()
+    proto.dataReceived(PRODUCE_A_0_HELLO + data)
+    drain(transport)
+    assert transport.value() != b""
+    assert connect_waiting.clock.getDelayedCalls() == []
+
+
+def test_caught_up_multifetch_wakes_on_a_flush_of_any_of_its_partitions(connect_waiting, logs):
+    _, writer = connect_waiting()
+    writer.dataReceived(PRODUCE_A_0_HELLO + produce("a", 1, HELLO_SET))
+    transport, proto = connect_waiting()
+    proto.dataReceived(multifetch(("a", 0, len(HELLO_SET), 4096), ("a", 1, len(HELLO_SET), 4096)))
+    assert transport.value() == b""
+    second = message_set(b"second")
+    writer.dataReceived(produce("a", 1, second))
+    connect_waiting.clock.advance(0)
+    drain(transport)
+    inner = fetch_response(b"") + fetch_response(second)
+    assert transport.value() == struct.pack(">ih", 2 + len(inner), 0) + inner
+    assert logs.get_log("a", 0)._flush_watchers == logs.get_log("a", 1)._flush_watchers == []
+
+
+def test_requests_behind_a_held_fetch_are_answered_after_it_in_order(connect_waiting):
+    transport, proto = connect_waiting()
+    proto.dataReceived(PRODUCE_A_0_HELLO + fetch("a", 0, len(HELLO_SET), 4096) + OFFSETS_A_0_LATEST)
+    assert transport.value() == b""
+    connect_waiting.clock.advance(WAIT_S)
+    assert transport.value() == EMPTY_FETCH_RESPONSE + struct.pack(">ihiq", 14, 0, 1, len(HELLO_SET))
+
+
+def test_connection_lost_while_held_answers_nothing_and_leaves_no_watcher(connect_waiting, logs):
+    transport, proto = connect_waiting()
+    proto.dataReceived(PRODUCE_A_0_HELLO + fetch("a", 0, len(HELLO_SET), 4096))
+    proto.connectionLost(None)
+    assert logs.get_log("a", 0)._flush_watchers == []
+    assert connect_waiting.clock.getDelayedCalls() == []
+    _, writer = connect_waiting()
+    writer.dataReceived(produce("a", 0, message_set(b"late")))
+    connect_waiting.clock.advance(WAIT_S)
+    assert transport.value() == b""
