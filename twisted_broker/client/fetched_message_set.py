@@ -81,8 +81,12 @@ class FetchedMessageSet:
         """
         self.check()
         self._check_first_entry_fits()
-        # The generator itself, not a wrapper around it: this is the consumers' hot loop.
-        return iter_messages(self.message_set, self.offset)
+        # The generator itself, not a wrapper around it: this is the consumers' hot loop. Its
+        # end tells next_offset where the complete entries end, sparing a second walk.
+        return iter_messages(self.message_set, self.offset, on_end=self._walked)
+
+    def _walked(self, valid: int) -> None:
+        self._valid_bytes = valid
 
     def iter_entries(self) -> Iterator[tuple[int, int, Message]]:
         """Yield the top-level entries, wrappers still compressed (``shallowiterator.enable``,

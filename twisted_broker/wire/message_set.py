@@ -17,7 +17,7 @@ Offsets are byte positions in the partition's log: ``base_offset`` is the log of
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from twisted_broker.errors import (
@@ -242,7 +242,8 @@ def iter_entries(buf: Buffer, base_offset: int = 0) -> Iterator[tuple[int, int, 
 
 
 def iter_messages(buf: Buffer, base_offset: int = 0,
-                  max_decompressed_bytes: int = DEFAULT_MAX_BYTES) -> Iterator[tuple[int, int, Message]]:
+                  max_decompressed_bytes: int = DEFAULT_MAX_BYTES,
+                  on_end: Callable[[int], object] | None = None) -> Iterator[tuple[int, int, Message]]:
     """Like iter_entries, but expands compressed wrappers into their inner messages.
 
     Inner messages are yielded as ``(wrapper offset, next_offset, message)`` where next_offset
@@ -253,6 +254,8 @@ def iter_messages(buf: Buffer, base_offset: int = 0,
     This is the consumers' per-message loop, so the usual entry (complete, magic 1,
     uncompressed) takes one unpack and one slice; any other entry goes through the checks of
     iter_entries. On 200-byte messages this is about 3x faster than iter_entries + a filter.
+    ``on_end(valid_bytes)`` is called when the iteration reaches the end of the complete
+    entries, so a consumer learns its next fetch offset without a second walk.
     """
     view = memoryview(buf)
     end = len(view)
@@ -269,7 +272,7 @@ def iter_messages(buf: Buffer, base_offset: int = 0,
                 continue
         entry = _checked_entry(view, pos, end)
         if entry is None:
-            return
+            break
         stop, message = entry
         if not message.codec:
             yield base_offset + pos, base_offset + stop, message
@@ -281,6 +284,8 @@ def iter_messages(buf: Buffer, base_offset: int = 0,
             for index, inner_message in enumerate(inner):
                 yield offset, next_offset if index == last else offset, inner_message
         pos = stop
+    if on_end is not None:
+        on_end(pos)
 
 
 def expand_wrapper(message: Message, position: int = 0,

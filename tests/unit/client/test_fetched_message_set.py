@@ -15,7 +15,7 @@ from twisted_broker.errors import (
 from twisted_broker.wire.compression import GZIP, SNAPPY
 from twisted_broker.wire.message import MAGIC_0, make_message
 from twisted_broker.wire.message_set import (
-    encode_compressed_message_set, encode_message_set, expand_wrapper, iter_entries, iter_messages,
+    encode_compressed_message_set, encode_message_set, expand_wrapper, iter_entries, iter_messages, valid_bytes,
 )
 from twisted_broker.wire.requests import FetchRequest
 
@@ -131,6 +131,20 @@ def test_iter_messages_matches_the_general_reader(entries, cut, base):
     data = b"".join(entries)
     data = data[:max(len(data) - cut, 0)]  # often leaves a partial tail
     assert list(iter_messages(data, base)) == reference_messages(data, base)
+
+
+@given(st.lists(entry, max_size=6), st.integers(0, 40), st.integers(0, 2 ** 40))
+def test_iterating_to_the_end_reports_where_the_complete_entries_end(entries, cut, base):
+    data = b"".join(entries)
+    data = data[:max(len(data) - cut, 0)]
+    ends: list[int] = []
+    list(iter_messages(data, base, on_end=ends.append))
+    assert ends == [valid_bytes(data)]
+    result = fetched(data, offset=base)
+    if data and valid_bytes(data) == 0:
+        return  # a first entry larger than the set: iterating raises InvalidFetchSize
+    list(result)
+    assert result.next_offset == base + valid_bytes(data)
 
 
 def test_iter_messages_still_raises_at_a_bad_entry_after_fast_ones():
