@@ -29,332 +29,44 @@ after the commit: the next owner starts exactly where this one stopped.
 Threads: the caller's (create_message_streams*, commit_offsets, shutdown), the user's
 (iterating streams; a stream may be shared by threads), ``rebalance-<consumerId>``, one
 ``fetcher-<b>`` per broker, ``autocommit-<consumerId>``, and kazoo's, which only record events.
+
+Modules: the streams the user iterates are in client/consumer_stream.py, the fetcher threads
+in client/consumer_fetcher.py, the reading of the group for a rebalance in
+client/group_assignment.py. ConsumerTimeout, KafkaStream, MessageAndMetadata and
+PartitionTopicInfo stay importable from here.
 """
 
 from __future__ import annotations
 
 import logging
-import queue
 import socket
 import threading
 import time
 import uuid
-from collections import defaultdict
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Mapping
 from concurrent.futures import Future
-from dataclasses import dataclass
 
-from twisted_broker.client.fetched_message_set import FetchedMessageSet
+from twisted_broker.client.consumer_fetcher import Fetcher
+from twisted_broker.client.consumer_stream import (  # re-exported: the connector's public names
+    ConsumerTimeout, KafkaStream, MessageAndMetadata, PartitionTopicInfo,
+)
+from twisted_broker.client.group_assignment import AssignmentReader
 from twisted_broker.client.simple_consumer import EARLIEST_TIME, LATEST_TIME, SimpleConsumer
-from twisted_broker.client.topic_filter import TopicFilter, topic_filter_for
+from twisted_broker.client.topic_filter import TopicFilter
 from twisted_broker.config import ConfigError, ConsumerConfig
-from twisted_broker.errors import CrcMismatch, InvalidMessage, KafkaError, OffsetOutOfRange
-from twisted_broker.registry import paths, rebalance
+from twisted_broker.errors import KafkaError
+from twisted_broker.registry import paths
 from twisted_broker.registry.consumer_registry import EXPIRED, ConsumerRegistry, RegistryError
-from twisted_broker.wire.message import Message
-from twisted_broker.wire.requests import FetchRequest
-from twisted_broker.wire.responses import NO_ERROR
+
+__all__ = ["ConsumerRebalanceFailed", "ConsumerTimeout", "KafkaStream", "MessageAndMetadata",
+           "PartitionTopicInfo", "ZookeeperConsumerConnector"]
 
 log = logging.getLogger(__name__)
-
-_FETCHER_JOIN_S = 2.0  # a fetcher stuck connecting is left to finish alone (its data is dropped)
-_PUT_POLL_S = 0.1  # a fetcher blocked on a full queue checks this often whether it must stop
-
-
-class ConsumerTimeout(Exception):
-    """No message arrived within ``consumer.timeout.ms``; the stream can be iterated again."""
 
 
 class ConsumerRebalanceFailed(Exception):
     """A rebalance found partitions owned by others through all ``rebalance.retries.max``
     attempts (or ZooKeeper failed each time)."""
-
-
-@dataclass(frozen=True, slots=True)
-class MessageAndMetadata:
-    """One consumed message. ``offset`` is where its entry starts (for a message inside a
-    compressed wrapper, the wrapper's), ``next_offset`` where consumption resumes after it
-    (spec 3.5): committing after this message writes ``next_offset``."""
-
-    topic: str
-    partition: str  # <brokerId>-<partId>
-    offset: int
-    next_offset: int
-    payload: bytes
-    message: Message
-
-    @property
-    def broker_id(self) -> int:
-        return paths.parse_partition_name(self.partition)[0]
-
-    @property
-    def partition_id(self) -> int:
-        return paths.parse_partition_name(self.partition)[1]
-
-
-class PartitionTopicInfo:
-    """One partition this consumer owns: where its fetcher reads next, what the user has
-    consumed, what was last committed. Deactivated for good when the partition is released."""
-
-    __slots__ = ("topic", "partition", "broker_id", "partition_id", "thread_id", "stream",
-                 "fetch_offset", "consumed_offset", "committed_offset", "active", "fetching")
-
-    def __init__(self, topic: str, partition: str, thread_id: str, stream: "KafkaStream",
-                 offset: int | None, committed_offset: int | None) -> None:
-        self.topic, self.partition, self.thread_id, self.stream = topic, partition, thread_id, stream
-        self.broker_id, self.partition_id = paths.parse_partition_name(partition)
-        self.fetch_offset = offset  # None: resolved by autooffset.reset before the first fetch
-        self.consumed_offset = offset
-        self.committed_offset = committed_offset
-        self.active = True  # False once released: nothing of it may reach the user any more
-        self.fetching = True  # False after an error the fetcher cannot get past
-
-    def __repr__(self) -> str:
-        return (f"{self.topic}:{self.partition}: fetched offset {self.fetch_offset}, consumed "
-                f"offset {self.consumed_offset}, owner {self.thread_id}")
-
-
-class _Chunk:
-    """What a fetcher hands a stream: a fetched set, or the error that stopped a partition."""
-
-    __slots__ = ("info", "message_set", "fetch_offset", "error")
-
-    def __init__(self, info: PartitionTopicInfo, message_set: FetchedMessageSet | None,
-                 fetch_offset: int, error: Exception | None = None) -> None:
-        self.info, self.message_set, self.fetch_offset, self.error = info, message_set, fetch_offset, error
-
-
-_SHUTDOWN = object()  # the queue item that ends iteration (0.7's shutdownCommand)
-
-
-class KafkaStream:
-    """A blocking iterator over the messages of the partitions assigned to one stream.
-
-    It never ends while the connector runs: ``next()`` waits for data, or raises
-    ConsumerTimeout after ``consumer.timeout.ms`` (>= 0) without a message (the stream stays
-    usable). After the connector's shutdown() it raises StopIteration. A message failing its
-    CRC raises CrcMismatch; the next call goes on with the message after it. Thread-safe.
-    """
-
-    def __init__(self, *, max_chunks: int, consumer_timeout_ms: int, shallow: bool) -> None:
-        self._queue: queue.Queue = queue.Queue(max(max_chunks, 1))
-        self._timeout_s = None if consumer_timeout_ms < 0 else consumer_timeout_ms / 1000
-        self._shallow = shallow
-        self._lock = threading.Lock()
-        self._chunk: _Chunk | None = None
-        self._messages: Iterator[tuple[int, int, Message]] | None = None
-        self._done = False
-
-    def __iter__(self) -> "KafkaStream":
-        return self
-
-    def __next__(self) -> MessageAndMetadata:
-        """The next message (user's thread). Raises ConsumerTimeout, StopIteration after
-        shutdown, the error a fetch of one of its partitions met (OffsetOutOfRange cannot be
-        among them: it is handled by autooffset.reset), or an InvalidMessage subclass."""
-        while True:
-            with self._lock:
-                if self._done:
-                    raise StopIteration
-                if self._chunk is not None:
-                    message = self._next_in_chunk()
-                    if message is not None:
-                        return message
-            try:
-                chunk = self._queue.get(timeout=self._timeout_s)
-            except queue.Empty:
-                raise ConsumerTimeout(f"no message within {self._timeout_s * 1000:.0f} ms") from None
-            with self._lock:
-                if chunk is _SHUTDOWN:
-                    self._done = True
-                    self._offer(_SHUTDOWN)  # for other threads waiting on this stream
-                    raise StopIteration
-                if self._done or not chunk.info.active:
-                    continue  # fetched for a partition released since
-                self._start_chunk(chunk)
-
-    def _start_chunk(self, chunk: _Chunk) -> None:
-        if chunk.error is not None:
-            raise chunk.error
-        info = chunk.info
-        if info.consumed_offset != chunk.fetch_offset:
-            log.error("consumed offset %s doesn't match fetch offset %d for %r; consumer may lose data",
-                      info.consumed_offset, chunk.fetch_offset, info)
-            info.consumed_offset = chunk.fetch_offset
-        self._chunk = chunk
-        self._messages = chunk.message_set.iter_entries() if self._shallow else iter(chunk.message_set)
-
-    def _next_in_chunk(self) -> MessageAndMetadata | None:
-        info = self._chunk.info
-        if not info.active:
-            self._chunk = self._messages = None
-            return None
-        try:
-            item = next(self._messages, None)
-        except InvalidMessage:
-            self._chunk = self._messages = None  # the rest of this set cannot be walked
-            raise
-        if item is None:
-            self._chunk = self._messages = None
-            return None
-        offset, next_offset, message = item
-        if not message.is_valid():
-            raise CrcMismatch(offset, f"message of {info.topic}:{info.partition} at offset {offset} fails its CRC")
-        info.consumed_offset = next_offset
-        return MessageAndMetadata(info.topic, info.partition, offset, next_offset, bytes(message.payload), message)
-
-    # -- the connector's side ------------------------------------------------------------------
-
-    def _put(self, chunk: _Chunk, stopped: threading.Event) -> bool:
-        """Queue a chunk, waiting while the queue is full (fetcher thread). False if the
-        fetcher was stopped before there was room."""
-        while not stopped.is_set():
-            try:
-                self._queue.put(chunk, timeout=_PUT_POLL_S)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def _clear(self, infos: list[PartitionTopicInfo]) -> None:
-        """Deactivate ``infos`` (this stream's) and drop every queued or current chunk. After
-        this returns, no message of them reaches the user, so their consumed offsets are final."""
-        with self._lock:
-            for info in infos:
-                info.active = False
-            self._chunk = self._messages = None
-            self._drain()
-
-    def _shut_down(self, infos: list[PartitionTopicInfo]) -> None:
-        """_clear, then end iteration for every thread using this stream."""
-        with self._lock:
-            for info in infos:
-                info.active = False
-            self._chunk = self._messages = None
-            self._done = True
-            self._drain()
-            self._offer(_SHUTDOWN)
-
-    def _drain(self) -> None:
-        while True:
-            try:
-                self._queue.get_nowait()
-            except queue.Empty:
-                return
-
-    def _offer(self, item: object) -> None:
-        try:
-            self._queue.put_nowait(item)
-        except queue.Full:
-            pass  # the queue holds items already: a waiting thread is not blocked
-
-
-class _Fetcher(threading.Thread):
-    """0.7's FetcherRunnable: MultiFetch rounds to one broker for the partitions owned there,
-    ``fetch.size`` bytes each, sleeping ``fetcher.backoff.ms`` after a round with no data.
-
-    Unlike 0.7's, which died on a socket error until the next rebalance, it reconnects after
-    ``fetcher.backoff.ms`` (re-reading the broker's address, which a restart may change).
-    """
-
-    def __init__(self, broker_id: int, infos: list[PartitionTopicInfo], *,
-                 address: tuple[str, int] | None,
-                 lookup_address: Callable[[int], tuple[str, int] | None],
-                 fetch_size: int, backoff_ms: int, socket_timeout_ms: int, buffer_size: int,
-                 reset_time: int, on_reset: Callable[[PartitionTopicInfo, int], None]) -> None:
-        super().__init__(name=f"fetcher-{broker_id}", daemon=True)
-        self.broker_id, self._infos = broker_id, infos
-        self._address, self._lookup_address = address, lookup_address
-        self._fetch_size, self._backoff_s = fetch_size, backoff_ms / 1000
-        self._socket_timeout_ms, self._buffer_size = socket_timeout_ms, buffer_size
-        self._reset_time, self._on_reset = reset_time, on_reset
-        self._stopped = threading.Event()
-
-    def stop(self) -> None:
-        """Ask the thread to stop (any thread); it ends after its current request."""
-        self._stopped.set()
-
-    def run(self) -> None:
-        consumer: SimpleConsumer | None = None
-        address = self._address
-        try:
-            while not self._stopped.is_set():
-                if consumer is None:
-                    address = address or self._lookup_address(self.broker_id)
-                    if address is None:
-                        log.warning("broker %d is not registered; its partitions wait", self.broker_id)
-                        self._stopped.wait(self._backoff_s)
-                        continue
-                    consumer = SimpleConsumer(address[0], address[1], socket_timeout_ms=self._socket_timeout_ms,
-                                              buffer_size=self._buffer_size)
-                try:
-                    read = self._round(consumer)
-                except (OSError, ValueError, KafkaError) as exc:  # ValueError: UnexpectedResponse
-                    if self._stopped.is_set():
-                        break
-                    log.warning("fetching from broker %d at %s:%d failed (%s); retrying in %.0f ms",
-                                self.broker_id, address[0], address[1], exc, self._backoff_s * 1000)
-                    consumer.close()
-                    consumer, address = None, None
-                    self._stopped.wait(self._backoff_s)
-                    continue
-                if read == 0:
-                    self._stopped.wait(self._backoff_s)
-        finally:
-            if consumer is not None:
-                consumer.close()
-
-    def _round(self, consumer: SimpleConsumer) -> int:
-        """One MultiFetch for the partitions still fetching; returns the valid bytes queued."""
-        infos = [info for info in self._infos if info.fetching]
-        if not infos:
-            return 0
-        for info in infos:
-            if info.fetch_offset is None:
-                self._reset(consumer, info, write=False)
-        infos = [info for info in infos if info.fetch_offset is not None]
-        if not infos:
-            return 0
-        sets = consumer.multifetch([FetchRequest(info.topic, info.partition_id, info.fetch_offset, self._fetch_size)
-                                    for info in infos])
-        read = 0
-        for fetched, info in zip(sets, infos):
-            if self._stopped.is_set():
-                break
-            if fetched.error_code == OffsetOutOfRange.code:
-                log.info("offset %d of %s:%s is out of range; resetting", fetched.offset, info.topic, info.partition)
-                self._reset(consumer, info, write=True)
-            elif fetched.error_code != NO_ERROR or (fetched.valid_bytes == 0 and fetched.size_bytes > 0):
-                # A broker error, or a first message larger than fetch.size: no later fetch
-                # can get past it. The user's iterator raises it; the partition stops.
-                error = _error_of(fetched)
-                log.error("stopping %s:%s: %s", info.topic, info.partition, error)
-                info.fetching = False
-                info.stream._put(_Chunk(info, None, fetched.offset, error), self._stopped)
-            elif fetched.valid_bytes and info.stream._put(_Chunk(info, fetched, fetched.offset), self._stopped):
-                info.fetch_offset = fetched.next_offset
-                read += fetched.valid_bytes
-        return read
-
-    def _reset(self, consumer: SimpleConsumer, info: PartitionTopicInfo, *, write: bool) -> None:
-        """Move a partition to the earliest or latest offset (autooffset.reset); after an
-        OffsetOutOfRange also write it to the offsets path, as 0.7 does."""
-        offsets = consumer.get_offsets_before(info.topic, info.partition_id, self._reset_time, 1)
-        if not offsets:
-            raise ValueError(f"broker {self.broker_id} returned no offset for {info.topic}:{info.partition}")
-        if self._stopped.is_set() or not info.active:
-            return
-        info.fetch_offset = info.consumed_offset = offsets[0]
-        if write:
-            self._on_reset(info, offsets[0])
-
-
-def _error_of(fetched: FetchedMessageSet) -> Exception:
-    try:
-        iter(fetched)  # raises the broker's error, or InvalidFetchSize
-    except Exception as exc:
-        return exc
-    return InvalidMessage(fetched.offset, "no complete message in the fetched set")
 
 
 class ZookeeperConsumerConnector:
@@ -381,14 +93,17 @@ class ZookeeperConsumerConnector:
         self._subscription: paths.Subscription | None = None
         self._topic_streams: dict[str, list[KafkaStream]] = {}
         self._filter_streams: list[KafkaStream] = []
-        self._filters: dict[tuple[bool, str], TopicFilter] = {}
+        self._assignment: AssignmentReader | None = None  # set with the subscription
         # Guarded by _commit_lock: what we own, as the commit and the streams see it.
         self._commit_lock = threading.RLock()
         self._infos: dict[tuple[str, str], PartitionTopicInfo] = {}
         # Touched by the rebalance thread, or by shutdown() holding _rebalance_lock.
         self._rebalance_lock = threading.Lock()
         self._owned: dict[tuple[str, str], str] = {}  # owner nodes we hold -> thread id
-        self._fetchers: list[_Fetcher] = []
+        self._fetcher = Fetcher(fetch_size=config.fetch_size, backoff_ms=config.fetcher_backoff_ms,
+                                socket_timeout_ms=config.socket_timeout_ms, buffer_size=config.socket_buffersize,
+                                reset_time=self._reset_time, lookup_address=self._broker_address,
+                                on_reset=self._write_reset_offset)
         self._expired = False
         self._needs_registration = False
         self._wake = threading.Event()
@@ -422,9 +137,8 @@ class ZookeeperConsumerConnector:
         """Subscribe to every topic ``topic_filter`` allows, now and later, with ``num_streams``
         streams shared by all of them. Blocks and raises as create_message_streams."""
         subscription = topic_filter.subscription(num_streams)
-        self._filters[(subscription.whitelist, subscription.regex)] = topic_filter
         self._filter_streams = [self._new_stream() for _ in range(num_streams)]
-        self._start(subscription)
+        self._start(subscription, topic_filter)
         return list(self._filter_streams)
 
     def commit_offsets(self) -> None:
@@ -458,7 +172,7 @@ class ZookeeperConsumerConnector:
         if not self._first_rebalance.done():
             self._first_rebalance.set_exception(ConsumerRebalanceFailed("the connector was shut down"))
         with self._rebalance_lock:
-            self._stop_fetchers()
+            self._fetcher.stop()
             with self._commit_lock:
                 for stream in self._streams():
                     stream._shut_down([info for info in self._infos.values() if info.stream is stream])
@@ -484,13 +198,14 @@ class ZookeeperConsumerConnector:
                            consumer_timeout_ms=self.config.consumer_timeout_ms,
                            shallow=self.config.shallowiterator_enable)
 
-    def _start(self, subscription: paths.Subscription) -> None:
+    def _start(self, subscription: paths.Subscription, topic_filter: TopicFilter | None = None) -> None:
         with self._state_lock:
             if self._shut_down:
                 raise RuntimeError("the connector is shut down")
             if self._subscription is not None:
                 raise RuntimeError("a consumer connector can create message streams at most once")
             self._subscription = subscription
+            self._assignment = AssignmentReader(self.consumer_id, subscription, topic_filter)
         self._registry.register_consumer(self.consumer_id, subscription.encode(), wait_s=self._session_wait_s())
         log.info("consumer %s registered as %s", self.consumer_id, subscription.encode().decode())
         self._rebalancer = threading.Thread(target=self._run_rebalancer, name=f"rebalance-{self.consumer_id}",
@@ -554,7 +269,7 @@ class ZookeeperConsumerConnector:
         them already), register again."""
         log.warning("consumer %s: ZooKeeper session expired; releasing its partitions and registering again",
                     self.consumer_id)
-        self._stop_fetchers()
+        self._fetcher.stop()
         with self._commit_lock:
             self._clear_streams()
             self._infos = {}
@@ -592,29 +307,16 @@ class ZookeeperConsumerConnector:
             # hand: the group must count us, or two members would claim the same partitions.
             registry.register_consumer(self.consumer_id, self._subscription.encode(), wait_s=self._session_wait_s())
             consumer_ids = registry.consumer_ids()
-        subscriptions = {}
-        for consumer_id in consumer_ids:
-            value = registry.consumer_registration(consumer_id)
-            if value is not None:  # None: it just left, and its watch has fired
-                subscriptions[consumer_id] = paths.decode_subscription(value)
-        subscriptions[self.consumer_id] = self._subscription
-        watch_topics = isinstance(self._subscription, paths.WildcardSubscription)
-        topics = (registry.topics(watch=watch_topics)
-                  if any(isinstance(s, paths.WildcardSubscription) for s in subscriptions.values()) else [])
-        topic_counts = {consumer_id: self._topic_counts(subscription, topics)
-                        for consumer_id, subscription in subscriptions.items()}
-        # Steps 1-2 and 4: every member's threads per topic, our topics' partitions, our share.
-        my_threads = rebalance.thread_ids_per_topic(self.consumer_id, topic_counts[self.consumer_id])
-        consumers = rebalance.consumers_per_topic(topic_counts)
-        partitions = {topic: rebalance.partition_names(registry.topic_partition_counts(topic))
-                      for topic in my_threads}
-        decision = rebalance.owned_partitions(my_threads, consumers, partitions)
+        # Steps 1, 2 and 4: read the group, compute our share.
+        assignment = self._assignment.read(registry, consumer_ids)
+        decision = assignment.owned
         if decision == self._owned and decision.keys() == self._infos.keys():
             log.debug("consumer %s: assignment unchanged", self.consumer_id)
             return True
-        log.info("consumer %s rebalancing: partitions %s, consumers %s", self.consumer_id, partitions, consumers)
+        log.info("consumer %s rebalancing: partitions %s, consumers %s", self.consumer_id,
+                 assignment.partitions, assignment.consumers)
         # Step 3: stop fetching, drop queued chunks, commit, release.
-        self._stop_fetchers()
+        self._fetcher.stop()
         with self._commit_lock:
             self._clear_streams()
             self.commit_offsets()
@@ -641,19 +343,10 @@ class ZookeeperConsumerConnector:
         with self._commit_lock:
             self._infos = infos
         # Step 6: one fetcher per broker.
-        self._start_fetchers(infos, brokers)
+        self._fetcher.start(infos.values(), brokers)
         log.info("consumer %s owns %s", self.consumer_id,
                  ", ".join(f"{t}:{p}" for t, p in sorted(decision)) or "nothing")
         return True
-
-    def _topic_counts(self, subscription: paths.Subscription, topics: list[str]) -> dict[str, int]:
-        if isinstance(subscription, paths.StaticSubscription):
-            return dict(subscription.topic_counts)
-        key = (subscription.whitelist, subscription.regex)
-        if key not in self._filters:
-            self._filters[key] = topic_filter_for(subscription)  # ValueError: a regex we can't read
-        topic_filter = self._filters[key]
-        return {topic: subscription.streams for topic in topics if topic_filter.is_topic_allowed(topic)}
 
     def _stream_for(self, topic: str, thread_id: str) -> KafkaStream:
         index = int(thread_id[len(self.consumer_id) + 1:])
@@ -685,34 +378,7 @@ class ZookeeperConsumerConnector:
             self._registry.release(topic, partition, thread)
             del self._owned[(topic, partition)]
 
-    # -- fetchers and streams ------------------------------------------------------------------
-
-    def _start_fetchers(self, infos: Mapping[tuple[str, str], PartitionTopicInfo],
-                        brokers: Mapping[int, tuple[str, int]]) -> None:
-        by_broker: dict[int, list[PartitionTopicInfo]] = defaultdict(list)
-        for info in infos.values():
-            by_broker[info.broker_id].append(info)
-        config = self.config
-        for broker_id, broker_infos in sorted(by_broker.items()):
-            fetcher = _Fetcher(broker_id, broker_infos, address=brokers.get(broker_id),
-                               lookup_address=self._broker_address, fetch_size=config.fetch_size,
-                               backoff_ms=config.fetcher_backoff_ms, socket_timeout_ms=config.socket_timeout_ms,
-                               buffer_size=config.socket_buffersize, reset_time=self._reset_time,
-                               on_reset=self._write_reset_offset)
-            self._fetchers.append(fetcher)
-            fetcher.start()
-
-    def _stop_fetchers(self) -> None:
-        fetchers, self._fetchers = self._fetchers, []
-        for fetcher in fetchers:
-            fetcher.stop()
-        deadline = time.monotonic() + _FETCHER_JOIN_S
-        for fetcher in fetchers:
-            fetcher.join(max(deadline - time.monotonic(), 0))
-            if fetcher.is_alive():
-                # Blocked connecting to a dead broker: it ends by itself, and whatever it still
-                # fetches is dropped, its partitions being deactivated next.
-                log.warning("fetcher for broker %d is still busy; leaving it to stop by itself", fetcher.broker_id)
+    # -- streams, and the fetchers' calls ---------------------------------------------------------
 
     def _clear_streams(self) -> None:
         """Deactivate the owned partitions and drop queued data (caller holds _commit_lock)."""

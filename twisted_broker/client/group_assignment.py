@@ -1,0 +1,71 @@
+"""What one member of a consumer group should own, read from ZooKeeper: steps 1, 2 and 4 of a
+rebalance (spec 5.5). The connector (client/zookeeper_consumer.py) acts on the answer.
+
+Every member's registration is read as 0.7's ``TopicCount``: ``{topic: streams}``, a topic
+filter expanded over the topics registered under ``/brokers/topics``. From those counts
+registry/rebalance.py computes the same range assignment on every member.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from twisted_broker.client.topic_filter import TopicFilter, topic_filter_for
+from twisted_broker.registry import paths, rebalance
+from twisted_broker.registry.consumer_registry import ConsumerRegistry
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """One member's share of its group's partitions, and what it was computed from."""
+
+    owned: dict[tuple[str, str], str]  # (topic, partition name) -> the member's thread id
+    partitions: dict[str, list[str]]  # each topic of the member's: its partitions, sorted as 0.7 does
+    consumers: dict[str, list[str]]  # each topic: the thread ids of the group subscribing to it
+
+
+class AssignmentReader:
+    """Reads the group and computes ``consumer_id``'s share (the rebalance thread only).
+
+    Each filter regex is compiled once per connector; ``own_filter`` is the member's own
+    (None for a subscription by topic names).
+    """
+
+    def __init__(self, consumer_id: str, subscription: paths.Subscription,
+                 own_filter: TopicFilter | None = None) -> None:
+        self.consumer_id, self.subscription = consumer_id, subscription
+        self._filters: dict[tuple[bool, str], TopicFilter] = {}
+        if own_filter is not None:
+            self._filters[(own_filter.whitelist, own_filter.regex)] = own_filter
+
+    def read(self, registry: ConsumerRegistry, consumer_ids: Iterable[str]) -> Assignment:
+        """The share of this member among ``consumer_ids`` (which must include it). Raises
+        RegistryError, or ValueError for a malformed node."""
+        subscriptions = {}
+        for consumer_id in consumer_ids:
+            value = registry.consumer_registration(consumer_id)
+            if value is not None:  # None: it just left, and its watch has fired
+                subscriptions[consumer_id] = paths.decode_subscription(value)
+        subscriptions[self.consumer_id] = self.subscription
+        watch_topics = isinstance(self.subscription, paths.WildcardSubscription)
+        topics = (registry.topics(watch=watch_topics)
+                  if any(isinstance(s, paths.WildcardSubscription) for s in subscriptions.values()) else [])
+        topic_counts = {consumer_id: self.topic_counts(subscription, topics)
+                        for consumer_id, subscription in subscriptions.items()}
+        # Steps 1-2 and 4: every member's threads per topic, our topics' partitions, our share.
+        my_threads = rebalance.thread_ids_per_topic(self.consumer_id, topic_counts[self.consumer_id])
+        consumers = rebalance.consumers_per_topic(topic_counts)
+        partitions = {topic: rebalance.partition_names(registry.topic_partition_counts(topic))
+                      for topic in my_threads}
+        return Assignment(rebalance.owned_partitions(my_threads, consumers, partitions), partitions, consumers)
+
+    def topic_counts(self, subscription: paths.Subscription, topics: list[str]) -> dict[str, int]:
+        """0.7's TopicCount of one registration: ``{topic: streams}``."""
+        if isinstance(subscription, paths.StaticSubscription):
+            return dict(subscription.topic_counts)
+        key = (subscription.whitelist, subscription.regex)
+        if key not in self._filters:
+            self._filters[key] = topic_filter_for(subscription)  # ValueError: a regex we can't read
+        topic_filter = self._filters[key]
+        return {topic: subscription.streams for topic in topics if topic_filter.is_topic_allowed(topic)}
