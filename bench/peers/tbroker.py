@@ -8,16 +8,17 @@ that row is skipped with a note. One topic per test, one partition, logs under t
 directory.
 
 Flush policy and visibility. As in Kafka 0.7, a consumer sees a message only once a flush
-(an fsync on the broker's flusher thread) has covered it. The policy here is a flush
-whenever data has waited ``FLUSH_MS`` (the flush timer's period and the flush interval both
-set to it), or at once after ``FLUSH_MESSAGES`` messages. The timer starts no flush while one
-is in flight, so under load each fsync covers everything appended since the one before (group
-commit), and at 5,000 messages/s a message waits about FLUSH_MS + one fsync (~0.3 ms here on a
-quiet disk) before it is visible. There is no per-message fsync. A caught-up consumer
-(SimpleConsumer in a fetch loop) sleeps ``BACKOFF_MS`` after an empty fetch. The producers'
-figures stop the clock when an Offsets request shows every message flushed and visible:
-stricter than any peer's, which count a message once it is in memory or written but not yet
-fsynced.
+(an fsync on the broker's flusher thread) has covered it. The policy here is
+``log.flush.interval=1``: every append asks for a flush. One fsync per log is in flight at a
+time and whatever arrives meanwhile waits for the next one (group commit), so the fsyncs
+run back to back under load, each covering everything appended during the one before, and
+at 5,000 messages/s a message waits one fsync (~0.2-0.3 ms here on a quiet disk) before it
+is visible. A caught-up consumer waits in the broker, not in a sleep: with
+``fetch.wait.max.ms`` the broker holds a fetch that finds nothing new and answers it when
+the next flush publishes data (server/held_fetch.py), so the message reaches the consumer
+right after its fsync. The producers' figures stop the clock when an Offsets request shows
+every message flushed and visible: stricter than any peer's, which count a message once it
+is in memory or written but not yet fsynced.
 
 Rows: sync producer (SyncProducer) with 1 message per request and with 50-message sets,
 50-message sets compressed with gzip, the async producer (Producer, producer.type=async,
@@ -42,10 +43,12 @@ from bench.peers.harness import ServerProcess, latency_ns, latency_summary, pace
     stamped_payload
 
 # The latency settings; the environment overrides them (workers inherit it), to tune them on
-# another machine: BENCH_TB_FLUSH_MS, BENCH_TB_FLUSH_MESSAGES, BENCH_TB_BACKOFF_MS.
-FLUSH_MS = int(os.environ.get("BENCH_TB_FLUSH_MS") or 1)  # log.default.flush.interval.ms and its timer
-FLUSH_MESSAGES = int(os.environ.get("BENCH_TB_FLUSH_MESSAGES") or 10_000)  # log.flush.interval
-BACKOFF_MS = float(os.environ.get("BENCH_TB_BACKOFF_MS") or 0.5)  # a caught-up consumer's sleep
+# another machine: BENCH_TB_FLUSH_MESSAGES, BENCH_TB_FLUSH_MS, BENCH_TB_FETCH_WAIT_MS,
+# BENCH_TB_BACKOFF_MS.
+FLUSH_MESSAGES = int(os.environ.get("BENCH_TB_FLUSH_MESSAGES") or 1)  # log.flush.interval
+FLUSH_MS = int(os.environ.get("BENCH_TB_FLUSH_MS") or 1000)  # log.default.flush.interval.ms, a backstop
+FETCH_WAIT_MS = int(os.environ.get("BENCH_TB_FETCH_WAIT_MS") or 100)  # fetch.wait.max.ms
+BACKOFF_MS = float(os.environ.get("BENCH_TB_BACKOFF_MS") or 0)  # a consumer's sleep after an empty fetch
 FETCH_BYTES = 1 << 20
 ENTRY_BYTES = 4 + 6 + 200  # length field, magic-1 header, payload
 SEND_BUFFER = 1 << 20
@@ -54,6 +57,7 @@ BROKER_SETTINGS = {
     "log.flush.interval": str(FLUSH_MESSAGES),
     "log.default.flush.interval.ms": str(FLUSH_MS),
     "log.default.flush.scheduler.interval.ms": str(FLUSH_MS),
+    "fetch.wait.max.ms": str(FETCH_WAIT_MS),
     "socket.send.buffer": str(SEND_BUFFER), "socket.receive.buffer": str(SEND_BUFFER),
     "num.partitions": "1", "log.file.size": str(1 << 30),
 }
@@ -136,15 +140,17 @@ class TwistedBroker(Peer):
     label = "twisted_broker"
     settings = {
         "server": "twistd -n broker, 127.0.0.1, 1 partition per topic, registered in a local ZooKeeper",
-        "persistence": f"Kafka 0.7 log; flush (fsync, on the flusher thread) when data has waited "
-                       f"{FLUSH_MS} ms (the timer starts none while one is in flight) or after {FLUSH_MESSAGES:,} "
-                       "messages: no per-message fsync; a message is visible to consumers once flushed",
+        "persistence": f"Kafka 0.7 log; log.flush.interval={FLUSH_MESSAGES}: each append asks for a flush "
+                       "(fsync, on the flusher thread), one in flight per log, the next covering all "
+                       "that arrived meanwhile (group commit); a message is visible to consumers once "
+                       "flushed",
         "broker properties": ", ".join(f"{key}={value}" for key, value in BROKER_SETTINGS.items()),
         "produce": "SyncProducer, 1 message per Produce request (b1) or 50-message sets (b50), no reply "
                    "(0.7 produce has none); done when Offsets shows all n flushed and visible",
         "consume": f"SimpleConsumer, {FETCH_BYTES >> 20} MiB fetches, every message iterated",
-        "latency": f"SimpleConsumer fetch loop sleeping {BACKOFF_MS} ms after an empty fetch; "
-                   "SyncProducer, 1 message per request",
+        "latency": f"SimpleConsumer fetch loop; the broker holds a caught-up fetch until the next flush "
+                   f"(fetch.wait.max.ms={FETCH_WAIT_MS}), the consumer sleeps {BACKOFF_MS:g} ms after an "
+                   "empty answer; SyncProducer, 1 message per request",
         "extra rows": "gzip: SyncProducer with gzip 50-message sets; async: Producer producer.type=async "
                       "batch.size=50, one send() per message; hl consumer: ZookeeperConsumerConnector, "
                       "one stream, autooffset.reset=smallest",
