@@ -264,7 +264,8 @@ def test_broker_serves_without_zookeeper_and_registers_again_after_its_session_e
 
 # -- broker id conflicts ---------------------------------------------------------------------
 
-def test_second_broker_with_a_registered_id_refuses_to_start_naming_the_id(broker_factory, zk_connect, zk):
+def test_second_broker_with_a_registered_id_refuses_to_start_with_one_error_line(broker_factory, zk_connect, zk,
+                                                                                 tmp_path):
     first = broker_factory("first", broker_id=3, zk_connect=zk_connect)
     value, stat = wait_for_node(zk, "/brokers/ids/3")
 
@@ -273,6 +274,11 @@ def test_second_broker_with_a_registered_id_refuses_to_start_naming_the_id(broke
     message = str(refused.value)
     assert re.search(r"broker exited with [1-9]", message), message
     assert "broker id 3 is already registered" in message
+    # An operator's mistake, not a bug: one error line (twistd sends stderr to its log), no traceback.
+    log = (tmp_path / "second" / "twistd.log").read_text()
+    assert "Traceback" not in message and "Traceback" not in log, message
+    errors = [line for line in log.splitlines() if "#error]" in line or "#critical]" in line]
+    assert len(errors) == 1 and "refusing to start: broker id 3 is already registered" in errors[0], log
 
     assert first.process.poll() is None
     assert zk.get("/brokers/ids/3") == (value, stat)  # untouched, still the first's session

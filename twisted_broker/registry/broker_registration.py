@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 
 
 class BrokerIdInUse(RuntimeError):
-    pass
+    """A live broker holds our broker id in ZooKeeper; its message says which (and why)."""
 
 
 class BrokerRegistration:

@@ -2,7 +2,8 @@
 
 Start (twistd's privileged start, before the reactor runs, so blocking here stalls nothing):
 open the logs (recovery), listen (the wire protocol, then the debug port if any), then register
-in ZooKeeper with the bound port, so a broker is never advertised before it can answer. Then
+in ZooKeeper with the bound port, so a broker is never advertised before it can answer (a
+broker id that a live broker holds ends the start: one error line, exit status 1). Then
 (reactor running) the flush and retention timers start and the topics on disk are registered.
 
 Stop (spec: listeners first, then logs, then the registration): stop listening and drop the
@@ -21,7 +22,7 @@ from twisted.internet.protocol import Factory
 from twisted.internet.task import LoopingCall
 
 from twisted_broker.protocols.kafka import KafkaServerFactory
-from twisted_broker.registry.broker_registration import BrokerRegistration
+from twisted_broker.registry.broker_registration import BrokerIdInUse, BrokerRegistration
 from twisted_broker.storage.flusher import ThreadFlusher
 from twisted_broker.storage.log_manager import LogManager
 
@@ -76,7 +77,16 @@ class BrokerService(Service):
             log.info("debug port listening on port %d", self._debug_port.getHost().port)
         if self.registration is not None:
             self.logs.on_new_topic = self.registration.add_topic
-            self.registration.register_blocking(self.port, self.logs.topics(), self._zk_connect_timeout_s)
+            try:
+                self.registration.register_blocking(self.port, self.logs.topics(), self._zk_connect_timeout_s)
+            except BrokerIdInUse as exc:
+                # An operator's mistake, not a bug: one error line and exit status 1, no
+                # traceback (twistd ends a start it refuses itself with sys.exit, e.g. "Another
+                # twistd server is running"). twistd has sent stderr to its log by now, so the
+                # line is logged rather than printed: the same place, without the duplicate.
+                self._close_unstarted()
+                log.error("refusing to start: %s", exc)
+                raise SystemExit(1) from None
         # Last: whoever waits for this file takes the broker as started, so a broker that is
         # about to exit (its id is registered by another) must not have written it.
         if self._debug_port is not None and self._debug_port_file:
@@ -85,6 +95,14 @@ class BrokerService(Service):
         if self._port_file:
             with open(self._port_file, "w") as file:
                 file.write(f"{self.port}\n")
+
+    def _close_unstarted(self) -> None:
+        """Undo a privileged start that is refused: close the logs (nothing was written, so
+        the next start need not recover them) and the flusher; the listening sockets close
+        with the process."""
+        self.logs.close()
+        if self._flusher is not None:
+            self._flusher.close()
 
     def startService(self) -> None:
         super().startService()
