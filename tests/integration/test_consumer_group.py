@@ -434,6 +434,19 @@ def test_whitelist_consumer_picks_up_a_topic_created_after_it_started(
     assert {m.topic for m in whites.snapshot()} == {"wl-a", "wl-b"}
 
 
+def test_a_member_filter_python_cannot_compile_counts_for_nothing_instead_of_failing_the_rebalance(
+        broker_factory, zk_connect, zk, connector_factory, collectors):
+    (broker,) = cluster(broker_factory, zk_connect, broker_ids=(0,), partitions=2)
+    sent = fill([broker], "t", 2, 3, "t")
+    wait_registered(zk, "t", (0,))
+    # What a Java member with Whitelist("\\p{Alpha}+") registers: valid for Java, not for re.
+    zk.create(paths.consumer_id_path(GROUP, "g_java"), b"*1*\\p{Alpha}+", ephemeral=True, makepath=True)
+    connector = connector_factory("a", rebalance_retries_max="3")
+    (stream,) = connector.create_message_streams({"t": 1})["t"]  # raised ConsumerRebalanceFailed before
+    assert owners(zk, "t") == {"0-0": "g_a-0", "0-1": "g_a-0"}
+    wait_for(consumed_all([collectors(stream)], sent), "every message")
+
+
 # -- failures: a killed member, an expired session, a broker joining ------------------------------
 
 def test_killed_consumer_partitions_move_to_the_others_from_its_last_committed_offsets(

@@ -4,16 +4,29 @@ rebalance (spec 5.5). The connector (client/zookeeper_consumer.py) acts on the a
 Every member's registration is read as 0.7's ``TopicCount``: ``{topic: streams}``, a topic
 filter expanded over the topics registered under ``/brokers/topics``. From those counts
 registry/rebalance.py computes the same range assignment on every member.
+
+Another member's filter regex that Python cannot compile (a Java-only construct such as
+``\\p{Alpha}``; see client/topic_filter.py) counts as subscribing to no topic, logged once
+per regex, instead of failing every rebalance of ours. Why this reading: 0.7's rebalance uses
+other members' registrations only through their topic counts (``getConsumersPerTopic``
+builds each member's ``TopicCount`` and takes its thread ids per topic), and a filter that
+cannot be evaluated yields no topic we can name. It is the safe error too: counting the
+member in for topics it may not consume would assign it partitions that nobody then reads,
+while leaving it out at worst makes our claim collide with its own, which the rebalance
+reports and retries, and every partition still has a reader.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from twisted_broker.client.topic_filter import TopicFilter, topic_filter_for
 from twisted_broker.registry import paths, rebalance
 from twisted_broker.registry.consumer_registry import ConsumerRegistry
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -35,7 +48,7 @@ class AssignmentReader:
     def __init__(self, consumer_id: str, subscription: paths.Subscription,
                  own_filter: TopicFilter | None = None) -> None:
         self.consumer_id, self.subscription = consumer_id, subscription
-        self._filters: dict[tuple[bool, str], TopicFilter] = {}
+        self._filters: dict[tuple[bool, str], TopicFilter | None] = {}  # None: does not compile here
         if own_filter is not None:
             self._filters[(own_filter.whitelist, own_filter.regex)] = own_filter
 
@@ -51,7 +64,7 @@ class AssignmentReader:
         watch_topics = isinstance(self.subscription, paths.WildcardSubscription)
         topics = (registry.topics(watch=watch_topics)
                   if any(isinstance(s, paths.WildcardSubscription) for s in subscriptions.values()) else [])
-        topic_counts = {consumer_id: self.topic_counts(subscription, topics)
+        topic_counts = {consumer_id: self.topic_counts(consumer_id, subscription, topics)
                         for consumer_id, subscription in subscriptions.items()}
         # Steps 1-2 and 4: every member's threads per topic, our topics' partitions, our share.
         my_threads = rebalance.thread_ids_per_topic(self.consumer_id, topic_counts[self.consumer_id])
@@ -60,12 +73,24 @@ class AssignmentReader:
                       for topic in my_threads}
         return Assignment(rebalance.owned_partitions(my_threads, consumers, partitions), partitions, consumers)
 
-    def topic_counts(self, subscription: paths.Subscription, topics: list[str]) -> dict[str, int]:
-        """0.7's TopicCount of one registration: ``{topic: streams}``."""
+    def topic_counts(self, consumer_id: str, subscription: paths.Subscription, topics: list[str]) -> dict[str, int]:
+        """0.7's TopicCount of ``consumer_id``'s registration: ``{topic: streams}``; empty
+        for a filter that does not compile here (see the module docstring)."""
         if isinstance(subscription, paths.StaticSubscription):
             return dict(subscription.topic_counts)
+        topic_filter = self._filter(subscription, consumer_id)
+        if topic_filter is None:
+            return {}
+        return {topic: subscription.streams for topic in topics if topic_filter.is_topic_allowed(topic)}
+
+    def _filter(self, subscription: paths.WildcardSubscription, consumer_id: str) -> TopicFilter | None:
         key = (subscription.whitelist, subscription.regex)
         if key not in self._filters:
-            self._filters[key] = topic_filter_for(subscription)  # ValueError: a regex we can't read
-        topic_filter = self._filters[key]
-        return {topic: subscription.streams for topic in topics if topic_filter.is_topic_allowed(topic)}
+            try:
+                self._filters[key] = topic_filter_for(subscription)
+            except ValueError as exc:  # never our own: it was compiled when it was made
+                log.warning("consumer %s registered a %s that cannot be used here, so it counts as "
+                            "subscribing to no topic: %s", consumer_id,
+                            "whitelist" if subscription.whitelist else "blacklist", exc)
+                self._filters[key] = None
+        return self._filters[key]

@@ -11,8 +11,12 @@ the filter from the registered text and must reach the same topics:
 
 The normalized text is what goes into ZooKeeper: ``*<streams>*<regex>`` or
 ``!<streams>!<regex>`` (registry/paths.py). Regexes use Python's ``re`` syntax, which agrees
-with Java's for the usual topic patterns (``.``, ``*``, classes, ``|``, groups); Java-only
-constructs such as ``\\p{Alpha}`` raise ValueError here.
+with Java's for the usual topic patterns (``.``, ``*``, classes, ``|``, groups, and on Python
+3.11+ possessive quantifiers and atomic groups); Java-only constructs such as ``\\p{Alpha}``,
+``\\Q...\\E`` or ``(?<name>...)`` do not compile, and a filter made from one raises ValueError
+naming its regex. (Java's class intersection ``[a-z&&[^b]]`` compiles, with another meaning:
+Python only warns.) Another member's registered filter that does not compile here is not an
+error of ours: the rebalance counts it as subscribing to nothing (client/group_assignment.py).
 """
 
 from __future__ import annotations
@@ -21,6 +25,10 @@ import re
 
 from twisted_broker.registry.paths import WildcardSubscription
 
+# re's messages for escapes and group syntax that Java has and Python lacks.
+_JAVA_ONLY_ERRORS = ("bad escape", "unknown extension")
+_JAVA_HINT = (" (topic filters use Python's re syntax, which has no \\p{...} classes, \\Q...\\E quoting "
+              "or (?<name>...) groups)")
 _LEADING_QUOTES = re.compile("^[\"']+")
 _TRAILING_QUOTES = re.compile("[\"']+$")
 
@@ -54,7 +62,10 @@ class TopicFilter:
         try:
             self._pattern = re.compile(self.regex)
         except re.error as exc:
-            raise ValueError(f"{self.regex} is an invalid regex: {exc}") from None
+            # 0.7's message first ("<regex> is an invalid regex."), then why, and a hint for
+            # the usual cause: a pattern written for Java.
+            hint = _JAVA_HINT if exc.msg.startswith(_JAVA_ONLY_ERRORS) else ""
+            raise ValueError(f"{self.regex} is an invalid regex: {exc}{hint}") from None
 
     def matches(self, topic: str) -> bool:
         """True if the regex matches the whole topic name."""

@@ -58,6 +58,33 @@ def test_invalid_regex_raises_value_error():
         Whitelist("a(")
 
 
+@pytest.mark.parametrize("regex", ["\\p{Alpha}+", "\\Qa.b\\E", "(?<name>logs)-.*"])
+@pytest.mark.parametrize("kind", [Whitelist, Blacklist])
+def test_a_java_only_construct_is_a_value_error_naming_the_regex_and_python_syntax(kind, regex):
+    with pytest.raises(ValueError) as refused:
+        kind(regex)
+    message = str(refused.value)
+    assert message.startswith(f"{regex} is an invalid regex: "), message  # 0.7's words first
+    assert "Python's re syntax" in message
+
+
+def test_a_plain_syntax_error_gets_no_java_hint():
+    with pytest.raises(ValueError) as refused:
+        Whitelist("a(")
+    assert "Java" not in str(refused.value) and "Python" not in str(refused.value)
+
+
+def test_possessive_quantifiers_and_atomic_groups_compile_as_in_java():
+    assert Whitelist("logs-[a-z]*+").is_topic_allowed("logs-web")
+    assert not Whitelist("a*+a").is_topic_allowed("aaa")  # possessive: gives nothing back
+    assert Whitelist("(?>ab|a)c").is_topic_allowed("abc")
+
+
+def test_a_registered_filter_that_does_not_compile_here_is_a_value_error():
+    with pytest.raises(ValueError, match="invalid regex"):
+        topic_filter_for(paths.decode_subscription(b"*1*\\p{Alpha}+"))
+
+
 def test_registration_values():
     assert Whitelist("logs-.*").subscription(2).encode() == b"*2*logs-.*"
     assert Blacklist("tmp, internal").subscription(1).encode() == b"!1!tmp|internal"
