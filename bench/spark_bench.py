@@ -8,8 +8,10 @@ server.properties settings, no ZooKeeper), then read back whole, three ways:
   every message with its offsets (``FetchedMessageSet``: the consumers' own loop; it does not
   check CRCs);
 - **loader**: ``spark.read.format("twisted_broker")`` (broker.list, 1 MiB fetches, default
-  64 MiB splits) written to Parquet by a ``local[*]`` SparkSession, from ``load()`` to the
-  last file written; the session's start (10-25 s) is not timed. Twice: with CRCs checked
+  256 MiB splits: one Spark partition per broker-partition here) written to Parquet with the
+  ETL's writer settings (twisted_broker/spark/write_options.py) by a ``local[*]``
+  SparkSession, from ``load()`` to the last file written; the session's start (10-25 s) is
+  not timed. Twice: with CRCs checked
   (``crc=fail``, the default; zlib's CRC-32 of 200 bytes costs about 0.25 us, a third of the
   loader's Python time) and without (``crc=none``, the same work as the consumer's loop);
 - **etl**: one whole ``twisted-broker etl`` run (plan, load with ``crc=mark``, read-back
@@ -37,6 +39,7 @@ from pathlib import Path
 from bench.broker_bench import BrokerProcess
 from twisted_broker.client.simple_consumer import LATEST_TIME, SimpleConsumer
 from twisted_broker.client.sync_producer import SyncProducer
+from twisted_broker.spark.write_options import PARQUET_WRITE_OPTIONS
 from twisted_broker.wire.message_set import encode_message_set
 from twisted_broker.wire.requests import FetchRequest
 
@@ -46,6 +49,7 @@ MESSAGE_BYTES = 200
 BATCH = 1000
 FETCH_BYTES = 1 << 20
 TARGET = 0.5  # loader / SimpleConsumer, issue 5/7
+COLUMNS = ("topic", "broker_id", "partition", "offset", "next_offset", "payload")
 
 
 def _produce(port: int, messages: int) -> dict[int, int]:
@@ -89,9 +93,12 @@ def _loader(spark, port: int, output: Path, crc: str) -> tuple[int, float]:
     shutil.rmtree(output, ignore_errors=True)
     started = time.perf_counter()
     (spark.read.format("twisted_broker").option("broker.list", f"0:127.0.0.1:{port}").option("topic", TOPIC)
-     .option("fetch.size", str(FETCH_BYTES)).option("crc", crc).load().write.parquet(str(output)))
+     .option("fetch.size", str(FETCH_BYTES)).option("crc", crc).load()
+     .write.options(**PARQUET_WRITE_OPTIONS).parquet(str(output)))
     seconds = time.perf_counter() - started
-    return spark.read.parquet(str(output)).count(), seconds
+    written = spark.read.parquet(str(output))
+    assert written.columns == list(COLUMNS), written.columns  # every column of INTERFACES.md
+    return written.count(), seconds
 
 
 def run(messages: int | None = None, rounds: int = 3) -> dict:

@@ -26,7 +26,8 @@ Where the work happens: Spark runs ``schema()`` and ``reader()``/``partitions()`
 workers on the driver, which plan with planning.py (ZooKeeper, Offsets requests, split
 probes); it pickles the reader and one ``BrokerRange`` per piece to the executors, whose
 ``read`` pulls the piece with a SimpleConsumer in ``fetch.size`` chunks and yields one Arrow
-RecordBatch per fetch. The classes are pickled by reference: executors import this package.
+RecordBatch per ``BATCH_BYTES`` of fetched messages (several fetches, concatenated). The
+classes are pickled by reference: executors import this package.
 """
 
 from __future__ import annotations
@@ -45,6 +46,11 @@ from twisted_broker.spark.options import CRC_MARK, DECODER_NONE, DECODER_TEXT, O
 from twisted_broker.spark.range_reader import read_range
 
 NAME = "twisted_broker"
+# Fetches (1 MiB by default, ~5,000 rows of 200 bytes) are concatenated into RecordBatches of
+# about this many message bytes: fewer, larger batches for the JVM to load (its writer CPU
+# fell from 0.98 to 0.90 s per million rows against one batch per fetch); past ~32 MB it
+# rose again (less overlap between the Python worker and the JVM, larger buffers).
+BATCH_BYTES = 8 << 20
 SOURCE_COLUMNS = {  # name -> the Spark types it may have
     "topic": ("string",), "broker_id": ("int", "bigint"), "partition": ("int", "bigint"),
     "offset": ("bigint",), "next_offset": ("bigint",), "payload": ("binary",), "crc_valid": ("boolean",),
@@ -118,11 +124,19 @@ class TwistedBrokerReader(DataSourceReader):
         if not isinstance(partition, BrokerRange):
             return  # Spark's placeholder when the plan has no pieces
         decoder = make_decoder(self.options.decoder, self.decoded_schema, self.options.decoder_errors)
+        pending: list[MessageColumns] = []
+        pending_bytes = 0
         for columns in read_range(partition.topic, partition.broker_id, partition.partition, partition.host,
                                   partition.port, partition.start, partition.end,
                                   fetch_bytes=self.options.fetch_bytes, crc=self.options.crc,
                                   socket_timeout_ms=self.options.socket_timeout_ms):
-            yield self._batch(partition, columns, decoder)
+            pending.append(columns)
+            pending_bytes += columns.valid_bytes
+            if pending_bytes >= BATCH_BYTES:
+                yield self._batch(partition, MessageColumns.concat(pending), decoder)
+                pending, pending_bytes = [], 0
+        if pending:
+            yield self._batch(partition, MessageColumns.concat(pending), decoder)
 
     def _batch(self, piece: BrokerRange, columns: MessageColumns, decoder) -> pa.RecordBatch:
         count = columns.num_rows

@@ -21,7 +21,8 @@ How a run works (file layout: checkpoint.py):
    records the gap in the manifest. Partitions in the checkpoint that no live broker holds
    keep their offsets (status ``unavailable``).
 4. **Write** the exact ranges (startingOffsets/endingOffsets as JSON, so a retried Spark task
-   reads exactly the same bytes) into ``OUTPUT/_tmp/<run>/`` with Spark.
+   reads exactly the same bytes) into ``OUTPUT/_tmp/<run>/`` with Spark, with the Parquet
+   settings of write_options.py (``--write-option KEY=VALUE`` overrides or adds).
 5. **Verify** by reading back what was written, per partition: the first row's offset must
    be ``from`` and the last ``next_offset`` ``until``; count messages and CRC failures. Write
    the manifest into the run's directory.
@@ -61,6 +62,7 @@ from twisted_broker.spark.options import DEFAULT_FETCH_BYTES, DEFAULT_SPLIT_BYTE
 from twisted_broker.spark.planning import (
     BrokerPartition, Consumers, PlanningError, discover_partitions, partition_offsets,
 )
+from twisted_broker.spark.write_options import write_options
 from twisted_broker.tools import cluster
 from twisted_broker.tools.errors import CommandError
 from twisted_broker.tools.table import format_table
@@ -114,6 +116,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--decoder", metavar="json|text|MODULE:FUNCTION",
                         help="decode payloads into the columns of --schema (the payload column stays)")
     parser.add_argument("--schema", metavar="DDL", help='decoded columns, e.g. "user STRING, amount BIGINT"')
+    parser.add_argument("--write-option", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
+                        help="a Spark write option, over the Parquet settings of "
+                             "twisted_broker/spark/write_options.py (repeatable; e.g. "
+                             "parquet.enable.dictionary#payload=true, compression=zstd)")
+
+
+def _key_value(text: str) -> tuple[str, str]:
+    key, equals, value = text.partition("=")
+    if not equals or not key:
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
+    return key, value
 
 
 def _load_date(text: str) -> str:
@@ -132,7 +145,7 @@ def main(args: argparse.Namespace) -> int:
                  zk_connect=getattr(args, "zk", None), brokers=brokers, file_format=args.format,
                  on_gap=args.on_gap, start=args.start, load_date=args.load_date,
                  fetch_bytes=args.fetch_size, split_bytes=args.split_size,
-                 decoder=args.decoder, decoded_schema=args.schema)
+                 decoder=args.decoder, decoded_schema=args.schema, write_options=dict(args.write_option))
     sessions: list[SparkSession] = []  # the one this command started, to stop at the end
 
     def spark() -> "SparkSession":
@@ -200,6 +213,7 @@ class EtlRun:
     split_bytes: int = DEFAULT_SPLIT_BYTES
     decoder: str | None = None
     decoded_schema: str | None = None
+    write_options: Mapping[str, str] = field(default_factory=dict)  # over write_options.py's
     messages: TextIO = field(default_factory=lambda: sys.stderr)
     run_id: str = ""
     started_at: str = ""
@@ -377,6 +391,7 @@ class EtlRun:
         to_load = sum(plan.until - plan.start for plan in self.plans if plan.status == READ)
         with _SparkProgress(spark, f"run {self.run_id}: loading {to_load:,} bytes", self.messages):
             _spark_call(lambda: reader.load().write.format(self.file_format).mode("errorifexists")
+                        .options(**write_options(self.file_format, dict(self.write_options)))
                         .save(str(self.temp)), "the load")
 
     # -- 5. verify ----------------------------------------------------------------------------

@@ -24,6 +24,7 @@ Pure: bytes in, arrays out; no I/O and no Spark.
 
 from __future__ import annotations
 
+import struct
 from array import array
 from dataclasses import dataclass
 
@@ -57,6 +58,16 @@ class MessageColumns:
     def num_rows(self) -> int:
         return len(self.payload)
 
+    @classmethod
+    def concat(cls, parts: "list[MessageColumns]") -> "MessageColumns":
+        """``parts`` (consecutive, in log order) as one; ``valid_bytes`` is their sum."""
+        if len(parts) == 1:
+            return parts[0]
+        return cls(*(pa.concat_arrays([getattr(part, name) for part in parts])
+                     for name in ("offset", "next_offset", "payload", "crc_valid")),
+                   crc_failures=sum(part.crc_failures for part in parts),
+                   valid_bytes=sum(part.valid_bytes for part in parts))
+
 
 class _Pieces:
     """Column pieces in log order, concatenated once at the end."""
@@ -86,37 +97,46 @@ class _Pieces:
                               self.crc_failures, valid_bytes)
 
 
-def _plain_run(view: memoryview, pos: int, end: int, check: bool) -> tuple[array, int, list[int]]:
+# length, then magic and attributes read as one 16-bit field: 0x0100 is magic 1 with no
+# attribute bit set, the plain entry; anything else (a codec, an attribute bit this code does
+# not know, magic 0) leaves the fast loop for the entry-at-a-time path, which handles it.
+_PLAIN_HEADER = struct.Struct(">iHI")
+_PLAIN_MAGIC_ATTRIBUTES = 0x0100
+
+
+def _plain_run(data: bytes, pos: int, end: int, check: bool) -> tuple[array, int, list[int]]:
     """Walk the complete uncompressed magic-1 entries from ``pos``.
 
     Returns their boundaries relative to ``pos`` (``[0, end of 1st, ..., end of last]``, int32,
     as Arrow's binary offsets want them), the position after the run, and the indexes of the
     messages whose CRC fails (empty unless ``check``). This is the loader's per-message loop:
     everything it touches is a local, and the constants are spelled out (a global lookup per
-    name and message costs more here than the CRC's call overhead).
+    name and message costs more here than the CRC's call overhead). ``data`` is best ``bytes``:
+    a 200-byte slice of bytes for the CRC is cheaper than a memoryview slice (0.32 against
+    0.45 us per message, walk and CRC, measured).
     """
     bounds = array("i", [0])
     append = bounds.append
     bad: list[int] = []
-    unpack = ENTRY_HEADER_1.unpack_from
+    unpack = _PLAIN_HEADER.unpack_from
     checksum = crc32
     start = pos
     last = end - 10  # _HEADER_BYTES: a header must fit
     if check:
         while pos <= last:
-            size, magic, attributes, crc = unpack(view, pos)
+            size, magic_attributes, crc = unpack(data, pos)
             stop = pos + 4 + size
-            if magic != 1 or attributes & 3 or size < 6 or stop > end:  # MAGIC_1, CODEC_MASK
+            if magic_attributes != 0x0100 or size < 6 or stop > end:  # _PLAIN_MAGIC_ATTRIBUTES
                 break
-            if checksum(view[pos + 10:stop]) != crc:
+            if checksum(data[pos + 10:stop]) != crc:
                 bad.append(len(bounds) - 1)
             pos = stop
             append(pos - start)
     else:
         while pos <= last:
-            size, magic, attributes, _crc = unpack(view, pos)
+            size, magic_attributes, _crc = unpack(data, pos)
             stop = pos + 4 + size
-            if magic != 1 or attributes & 3 or size < 6 or stop > end:
+            if magic_attributes != 0x0100 or size < 6 or stop > end:
                 break
             pos = stop
             append(pos - start)
@@ -173,7 +193,7 @@ def decode_message_set(data: bytes, base_offset: int, *, crc: str = CRC_FAIL,
     pieces = _Pieces(check)
     pos, end = 0, len(view)
     while end - pos >= 4:
-        bounds, stop, bad = _plain_run(view, pos, end, check)
+        bounds, stop, bad = _plain_run(data, pos, end, check)
         count = len(bounds) - 1
         if count:
             if bad and crc == CRC_FAIL:
@@ -253,7 +273,7 @@ def _inner_messages(wrapper: Message, check: bool, max_bytes: int,
     flags: list[pa.Array] = []
     pos, end = 0, len(view)
     while end - pos >= 4:
-        bounds, stop, bad = _plain_run(view, pos, end, check)
+        bounds, stop, bad = _plain_run(inner, pos, end, check)
         if len(bounds) > 1:
             payloads.append(_run_payloads(buffer, pos, bounds))
             flags.append(_validity(len(bounds) - 1, bad, check))
