@@ -330,12 +330,17 @@ class KafkaServerProtocol(Protocol):
     def _stream(self, pieces: deque, request_type: int, started: float) -> None:
         """Write pieces in order; stream each region, then continue with what follows it."""
         while pieces:
+            header: list[Piece] = []
+            while pieces and not isinstance(pieces[0], FileRegion):
+                header.append(pieces.popleft())
+            if not pieces:
+                self._write_bytes(header)
+                break
             piece = pieces.popleft()
-            if not isinstance(piece, FileRegion):
-                self._write_bytes([piece])
-                continue
-            self._stats.bytes_written.add(piece.length)
-            done = stream_region(piece, self.transport)
+            prefix = b"".join(header)
+            self._stats.bytes_written.add(len(prefix) + piece.length)
+            # The bytes before a region go with it: on an idle socket both leave at once.
+            done = stream_region(piece, self.transport, prefix)
             if not done.called:
                 done.addCallbacks(lambda _: self._stream(pieces, request_type, started),
                                   lambda failure: self._stream_failed(pieces, failure))

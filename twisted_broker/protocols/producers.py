@@ -5,7 +5,11 @@ socket, inside the kernel. It is a pull producer: Twisted calls ``resumeProducin
 own write buffer is empty and the socket is writable; we send until the socket would block and
 re-arm writing. The first call comes from ``registerProducer`` itself, while bytes written just
 before (the response header) may still sit in Twisted's buffer; sending file bytes then would
-overtake them, so that call only re-arms writing.
+overtake them, so that call only re-arms writing. When Twisted's buffer is already empty (a
+consumer that waits for each answer), ``stream_region`` skips that turn: the header goes out
+on the socket with MSG_MORE and the first sendfile follows at once, so header and messages
+leave as one segment with no epoll round trip (on loopback this cut a small fetch's answer
+by about a reactor turn).
 
 ``ChunkedFileProducer`` is the fallback where the transport has no socket to sendfile to (TLS,
 in-memory test transports): it writes one bounded chunk per call, so a slow reader never makes
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import errno
 import os
+import socket
 
 from twisted.internet import tcp
 from twisted.internet.defer import Deferred
@@ -94,6 +99,35 @@ class SendfileProducer(_RegionProducer):
         super().__init__(region, consumer)
         self._armed = False
 
+    def start_at_once(self, prefix: bytes) -> Deferred[int]:
+        """Send ``prefix`` (the response header) and the region now, on the socket itself.
+
+        Only for a transport whose write buffer is empty (nothing to overtake): the usual way
+        waits a reactor turn for the buffer to drain before the first sendfile, and sends the
+        header and the messages as two segments. What the socket does not take at once
+        continues the usual way.
+        """
+        transport = self._consumer
+        sock = transport.getHandle()
+        try:
+            sent = sock.send(prefix, socket.MSG_MORE) if prefix else 0
+        except BlockingIOError:
+            sent = 0
+        except OSError:
+            sent = 0  # the transport finds out itself and reports the loss
+        if sent < len(prefix):
+            transport.write(prefix[sent:])
+            return self.start()
+        if self._remaining and not self._send():
+            return self.done
+        if self._remaining:
+            self._armed = True
+            transport.registerProducer(self, False)  # calls resumeProducing: sends on, or waits
+        else:
+            self._region.close()
+            self.done.callback(self._region.length)
+        return self.done
+
     def resumeProducing(self) -> None:
         if self.done.called:
             return
@@ -104,6 +138,16 @@ class SendfileProducer(_RegionProducer):
             self._armed = True
             transport.startWriting()
             return
+        if self._send():
+            if self._remaining:
+                transport.startWriting()  # doWrite calls us back when the socket is writable
+            else:
+                self._finish()
+
+    def _send(self) -> bool:
+        """sendfile until the region is sent, the socket would block or the step is used up;
+        False (and the connection closing) if it failed."""
+        transport = self._consumer
         socket_fd = transport.getHandle().fileno()
         budget = SENDFILE_STEP_BYTES
         try:
@@ -118,14 +162,12 @@ class SendfileProducer(_RegionProducer):
             pass
         except OSError as exc:
             self._region.close()
-            transport.unregisterProducer()
+            if transport.producer is self:
+                transport.unregisterProducer()
             self.done.errback(exc)
             transport.loseConnection()
-            return
-        if self._remaining:
-            transport.startWriting()  # doWrite calls us back when the socket is writable
-        else:
-            self._finish()
+            return False
+        return True
 
 
 @implementer(IPullProducer)
@@ -167,7 +209,20 @@ def wait_for_drain(transport) -> Deferred[None]:
     return DrainWaiter(transport).start()
 
 
-def stream_region(region: FileRegion, transport) -> Deferred[int]:
-    """Send ``region`` on ``transport``, by sendfile where possible; fires with the byte count."""
-    producer_class = SendfileProducer if can_sendfile(transport) else ChunkedFileProducer
-    return producer_class(region, transport).start()
+def stream_region(region: FileRegion, transport, prefix: bytes = b"") -> Deferred[int]:
+    """Send ``prefix``, then ``region``, on ``transport``, by sendfile where possible; fires
+    with the region's byte count."""
+    if can_sendfile(transport):
+        producer = SendfileProducer(region, transport)
+        if transport.producer is None and _write_buffer_empty(transport):
+            return producer.start_at_once(prefix)
+    else:
+        producer = ChunkedFileProducer(region, transport)
+    if prefix:
+        transport.write(prefix)
+    return producer.start()
+
+
+def _write_buffer_empty(transport: tcp.Connection) -> bool:
+    # Twisted's FileDescriptor keeps unsent bytes in these attributes; it has no public test.
+    return not transport._tempDataLen and len(transport.dataBuffer) <= transport.offset
