@@ -11,17 +11,21 @@ server.properties settings, no ZooKeeper), then read back whole, three ways:
   256 MiB splits: one Spark partition per broker-partition here) written to Parquet with the
   ETL's writer settings (twisted_broker/spark/write_options.py) by a ``local[*]``
   SparkSession, from ``load()`` to the last file written; the session's start (10-25 s) is
-  not timed. Twice: with CRCs checked
-  (``crc=fail``, the default; zlib's CRC-32 of 200 bytes costs about 0.25 us, a third of the
-  loader's Python time) and without (``crc=none``, the same work as the consumer's loop);
+  not timed, nor is one first load that warms the JIT up. Twice: with CRCs checked
+  (``crc=fail``, the default; the CRC-32 of a 200-byte payload costs about 0.2 us, a third of
+  the loader's per-message loop) and without (``crc=none``, the same work as the consumer's
+  loop); the row count and the columns of the files written are checked after each;
 - **etl**: one whole ``twisted-broker etl`` run (plan, load with ``crc=mark``, read-back
   verification, publish, commit) on the same session, for the record.
 
-SimpleConsumer and loaders alternate for ``rounds`` rounds; each keeps its best. Target:
-loader >= 0.5x SimpleConsumer messages/s. On this 2-core machine the loader's Python workers,
-the JVM's Arrow-to-row conversion and Parquet writer, and the broker share the two cores
-the consumer's one thread has mostly to itself; the load average is printed because other
-work on the machine slows the loader (which uses every core) far more than the consumer.
+SimpleConsumer and loaders alternate for ``rounds`` rounds (default 5); each keeps its best.
+Target: loader >= 0.5x SimpleConsumer messages/s. On this 2-core machine the loader's Python
+workers (~0.7 s of CPU per million rows), the JVM's Arrow-to-row conversion and Parquet
+writer (~0.9 s, plus ~0.3 s of JIT compiling and GC per load) and the broker (~0.1 s) share
+the two cores the consumer's one thread has mostly to itself; besides its rows a load costs
+~0.3 s (planning, task launch, closing and committing the files). The load average is
+printed because other work on the machine slows the loader (which uses every core) far more
+than the consumer.
 
 ``python -m bench spark``, or ``python -m bench.spark_bench --messages 2000000 --rounds 5``.
 """
@@ -101,7 +105,7 @@ def _loader(spark, port: int, output: Path, crc: str) -> tuple[int, float]:
     return written.count(), seconds
 
 
-def run(messages: int | None = None, rounds: int = 3) -> dict:
+def run(messages: int | None = None, rounds: int = 5) -> dict:
     from twisted_broker.spark.etl import EtlRun
     from twisted_broker.spark.session import build_session
 
@@ -114,6 +118,10 @@ def run(messages: int | None = None, rounds: int = 3) -> dict:
         ends = _produce(broker.port, messages)
         spark = build_session("local[*]", app_name="twisted-broker spark bench")
         spark.range(1).collect()  # the JVM's first job, not timed
+        # One untimed load: the JIT compiles Spark's, Arrow's and Parquet's hot paths during the
+        # first loads (C2 compiler threads: ~1.2 s of CPU in the first, ~0.35 s by the fourth,
+        # on the two cores the load itself needs), which the rounds then only partly absorb.
+        _loader(spark, broker.port, Path(directory) / "parquet", "fail")
         best = {"consumer": float("inf"), "fail": float("inf"), "none": float("inf")}
         for _round in range(rounds):
             count, seconds = _simple_consumer(broker.port, ends)
@@ -161,6 +169,6 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(prog="python -m bench.spark_bench", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--messages", type=int, default=None, help="messages to load (default 1,000,000)")
-    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds; each keeps its best")
+    parser.add_argument("--rounds", type=int, default=5, help="alternating rounds; each keeps its best")
     options = parser.parse_args()
     run(options.messages, options.rounds)
