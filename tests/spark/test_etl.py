@@ -200,3 +200,18 @@ def test_crc_failures_are_kept_marked_and_counted(spark, cluster_factory, tmp_pa
     damaged = original[:3] + bytes([original[3] ^ 0xFF]) + original[4:]
     assert rows[0].payload is None or bytes(rows[0].payload) == damaged
     assert [bytes(row.payload) for row in rows[1:]] == payloads("intact", 10, 40)[1:] + payloads("later", 10, 40)
+
+
+def test_write_options_default_to_the_parquet_settings_and_the_command_line_overrides_them():
+    from twisted_broker.spark.write_options import PARQUET_WRITE_OPTIONS, write_options
+    assert write_options("parquet") == PARQUET_WRITE_OPTIONS
+    assert write_options("orc") == {}
+    args = build_parser().parse_args(["etl", "--broker-list", "0:127.0.0.1:9092", "--topic", "t", "--output", "o",
+                                      "--checkpoint", "c", "--write-option", "parquet.enable.dictionary#payload=true",
+                                      "--write-option", "compression=zstd"])
+    options = write_options("parquet", dict(args.write_option))
+    assert options["parquet.enable.dictionary#payload"] == "true" and options["compression"] == "zstd"
+    assert options["parquet.enable.dictionary#offset"] == "false"
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["etl", "--broker-list", "0:127.0.0.1:9092", "--topic", "t", "--output", "o",
+                                   "--checkpoint", "c", "--write-option", "no-equals-sign"])

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from twisted_broker.errors import CorruptWrapper, CrcMismatch
-from twisted_broker.spark.message_columns import decode_message_set
+from twisted_broker.spark.message_columns import MessageColumns, decode_message_set
 from twisted_broker.wire.compression import GZIP, NO_COMPRESSION, SNAPPY
 from twisted_broker.wire.message import MAGIC_0, MAGIC_1, Message, make_message
 from twisted_broker.wire.message_set import encode_compressed_message_set, encode_messages, iter_messages
@@ -85,3 +85,24 @@ def test_a_wrapper_that_does_not_decompress_is_one_invalid_row_when_marking():
     assert marked.payload.to_pylist() == [b"a", bytes(broken.payload)]
     assert marked.crc_valid.to_pylist() == [True, False]
     assert marked.next_offset.to_pylist() == [61, 50 + len(data)]
+
+
+def test_a_plain_message_with_an_unknown_attribute_bit_leaves_the_fast_loop_and_still_reads():
+    odd = Message(MAGIC_1, 0x04, make_message(b"odd").crc, b"odd")  # codec bits 0: plain
+    data = encode_compressed_message_set([b"a", b"b"], NO_COMPRESSION) + encode_messages([odd]) \
+        + encode_compressed_message_set([b"c"], NO_COMPRESSION)
+    expected = [(o, n, bytes(m.payload)) for o, n, m in iter_messages(data, 7)]
+    columns = decode_message_set(data, 7)
+    assert _columns(columns) == expected and [row[2] for row in expected] == [b"a", b"b", b"odd", b"c"]
+    assert columns.valid_bytes == len(data)
+
+
+def test_consecutive_fetches_concatenate_into_one_batch_in_log_order():
+    first = encode_compressed_message_set([b"a", b"b"], NO_COMPRESSION)
+    second = _with_bad_crc(b"bad") + encode_compressed_message_set([b"c"], GZIP)
+    parts = [decode_message_set(first, 100, crc="mark"), decode_message_set(second, 100 + len(first), crc="mark")]
+    joined = MessageColumns.concat(parts)
+    assert _columns(joined) == _columns(decode_message_set(first + second, 100, crc="mark"))
+    assert joined.crc_valid.to_pylist() == [True, True, False, True]
+    assert (joined.crc_failures, joined.valid_bytes) == (1, len(first) + len(second))
+    assert MessageColumns.concat(parts[:1]) is parts[0]
