@@ -43,9 +43,7 @@ from twisted_broker.errors import InvalidMessage
 from twisted_broker.spark.options import (
     EARLIEST, EARLIEST_IN_JSON, LATEST, LATEST_IN_JSON, OffsetSpec, ReadOptions,
 )
-from twisted_broker.wire.crc import crc32
-from twisted_broker.wire.message import CODEC_MASK, MAGIC_0, MAGIC_1
-from twisted_broker.wire.primitives import INT32
+from twisted_broker.wire.message_search import find_message_start as find_message_start_in
 from twisted_broker.wire.requests import FetchRequest
 
 log = logging.getLogger(__name__)
@@ -261,45 +259,7 @@ def find_message_start(window: bytes | memoryview) -> int | None:
     """The first position in ``window`` (raw log bytes from an arbitrary offset) where a chain
     of complete entries with matching CRCs begins and runs to the window's end (a partial
     last entry allowed if what shows of its header is plausible); None if there is none."""
-    view = memoryview(window)
-    end = len(view)
-    for position in range(max(end - 9, 0)):
-        if _chain_reaches_end(view, position, end):
-            return position
-    return None
-
-
-def _chain_reaches_end(view: memoryview, position: int, end: int) -> bool:
-    complete = 0
-    while end - position >= 4:
-        (size,) = INT32.unpack_from(view, position)
-        if size < 5:
-            return False
-        if position + 4 + size > end:  # a partial entry, cut by the window
-            return complete > 0 and _plausible_header(view, position, end)
-        magic = view[position + 4]
-        if magic == MAGIC_1:
-            if size < 6 or view[position + 5] & CODEC_MASK == CODEC_MASK:
-                return False
-            crc_at = position + 6
-        elif magic == MAGIC_0:
-            crc_at = position + 5
-        else:
-            return False
-        stop = position + 4 + size
-        if crc32(view[crc_at + 4:stop]) != int.from_bytes(view[crc_at:crc_at + 4], "big"):
-            return False
-        complete += 1
-        position = stop
-    return complete > 0
-
-
-def _plausible_header(view: memoryview, position: int, end: int) -> bool:
-    if end - position > 4 and view[position + 4] not in (MAGIC_0, MAGIC_1):
-        return False
-    if end - position > 5 and view[position + 4] == MAGIC_1 and view[position + 5] & CODEC_MASK == CODEC_MASK:
-        return False
-    return True
+    return find_message_start_in(window, partial_tail=True)
 
 
 def plan_splits(options: ReadOptions, ranges: list[OffsetRange], consumers: Consumers) -> list[OffsetRange]:
