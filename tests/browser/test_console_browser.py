@@ -11,10 +11,10 @@ from __future__ import annotations
 import pytest
 from kazoo.client import KazooClient
 
-from tests.integration.conftest import BrokerProcess
+from tests.integration.conftest import BrokerProcess, new_chroot
 from tests.integration.polling import wait_for
 from tests.integration.test_webui import (
-    ConsoleProcess, member_events, new_chroot, produce, start_member, stop_process,
+    ConsoleProcess, member_events, produce, start_member, stop_process,
 )
 from twisted_broker.wire.message_set import encode_message_set
 

@@ -35,17 +35,22 @@ def zookeeper(tmp_path_factory) -> Iterator[ZooKeeperServer]:
     server.stop()
 
 
-@pytest.fixture
-def zk_connect(zookeeper) -> str:
-    """A connect string with a fresh chroot; kazoo and brokers create it on first use."""
-    chroot = f"/t-{uuid.uuid4().hex[:12]}"
+def new_chroot(zookeeper) -> str:
+    """A connect string with a fresh chroot of the session's ZooKeeper: a cluster of its own."""
     from kazoo.client import KazooClient
+    chroot = f"/t-{uuid.uuid4().hex[:12]}"
     client = KazooClient(hosts=zookeeper.connect_string)
     client.start(10)
     client.ensure_path(chroot)
     client.stop()
     client.close()
     return zookeeper.connect_string + chroot
+
+
+@pytest.fixture
+def zk_connect(zookeeper) -> str:
+    """A connect string with a fresh chroot (new_chroot)."""
+    return new_chroot(zookeeper)
 
 
 @pytest.fixture

@@ -4,24 +4,10 @@ a compressed wrapper) is byte for byte the source's."""
 
 from __future__ import annotations
 
-import uuid
-
-from kazoo.client import KazooClient
-
+from tests.integration.conftest import new_chroot
 from tests.integration.polling import fetch_all, wait_for
 from tests.integration.test_cli_produce_consume import broker_list, lines, run_cli
 from twisted_broker.wire.message_set import iter_entries
-
-
-def other_chroot(zookeeper) -> str:
-    """A second cluster's connect string: a fresh chroot, as the zk_connect fixture makes."""
-    chroot = f"/t-{uuid.uuid4().hex[:12]}"
-    client = KazooClient(hosts=zookeeper.connect_string)
-    client.start(10)
-    client.ensure_path(chroot)
-    client.stop()
-    client.close()
-    return zookeeper.connect_string + chroot
 
 
 def stored_entries(broker, topic: str) -> list[bytes]:
@@ -38,7 +24,7 @@ def produce(broker, topic: str, payloads: list[bytes], *options: object) -> None
 
 
 def test_mirror_copies_every_entry_byte_exact_with_wrappers_unchanged(broker_factory, zookeeper, zk_connect):
-    target_zk = other_chroot(zookeeper)
+    target_zk = new_chroot(zookeeper)
     source = broker_factory("source", broker_id=0, zk_connect=zk_connect)
     target = broker_factory("target", broker_id=0, zk_connect=target_zk)
     topics = {"plain": (), "zipped": ("--compression", "gzip"), "snapped": ("--compression", "snappy")}

@@ -21,7 +21,6 @@ import os
 import subprocess
 import sys
 import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
@@ -30,7 +29,7 @@ import pytest
 from kazoo.client import KazooClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.integration.conftest import TWISTD, BrokerProcess
+from tests.integration.conftest import TWISTD, BrokerProcess, new_chroot
 from tests.integration.polling import wait_for
 from twisted_broker.wire.compression import GZIP, SNAPPY
 from twisted_broker.wire.message_set import encode_compressed_message_set, encode_message_set
@@ -133,16 +132,6 @@ def produce(broker: BrokerProcess, topic: str, partition: int, message_set: byte
     with broker.connect() as client:
         client.send(encode_request(ProduceRequest(topic, partition, message_set)))
         client.request(encode_request(OffsetRequest(topic, partition, -1, 1)))
-
-
-def new_chroot(zookeeper) -> str:
-    chroot = f"/t-{uuid.uuid4().hex[:12]}"
-    client = KazooClient(hosts=zookeeper.connect_string)
-    client.start(10)
-    client.ensure_path(chroot)
-    client.stop()
-    client.close()
-    return zookeeper.connect_string + chroot
 
 
 def start_member(zk_connect: str, group: str, topic: str, consumer_id: str, out: Path, *args: str) -> subprocess.Popen:
