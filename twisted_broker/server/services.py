@@ -64,10 +64,10 @@ class BrokerService(Service):
 
     def privilegedStartService(self) -> None:
         super().privilegedStartService()
-        # Each finished fsync is published on the reactor at once, which also starts the
-        # flush that was asked for meanwhile (group commit): data waits no fetch to be seen.
+        # Each fsync round is published on the reactor as soon as it returns: data waits for
+        # no fetch and no timer to be seen.
         self._flusher = ThreadFlusher(
-            on_finished=lambda job: self._reactor.callFromThread(job.log.publish_flushed))
+            on_flushed=lambda job: self._reactor.callFromThread(job.log.publish_flushed))
         self.logs.flusher = self._flusher
         self.logs.open()
         self._port = _listen_now(self._endpoint, self.factory)

@@ -3,9 +3,16 @@
 An fsync of a 2 MB flush interval takes milliseconds; on the append path it would halve the
 log's throughput and stall every connection of the reactor. So a log hands each flush to a
 flusher as a ``FlushJob`` and keeps appending; the job's bytes become visible to readers only
-when the log, on its own thread, finds the job finished (``Log`` reaps finished jobs in
-submission order). ``ThreadFlusher`` is the one thread this package starts: the broker starts
-and stops it with its services; nothing else in storage runs off the caller's thread.
+when the log, on its own thread, publishes what the job reports as durable (``Log`` publishes
+jobs in submission order). ``ThreadFlusher`` is the one thread this package starts: the
+broker starts and stops it with its services; nothing else in storage runs off the caller's
+thread.
+
+A job fsyncs what the segment holds when its fsync *starts*, not when it was submitted, and
+the log may ask a running job for one more round (``request_more``): the flusher thread then
+fsyncs again at once. Under a steady stream of appends this keeps one fsync after another
+going on the flusher thread, without a round trip through the reactor between them; each
+round's durable size is reported as it finishes.
 """
 
 from __future__ import annotations
@@ -19,32 +26,75 @@ from typing import Protocol
 
 
 class FlushJob:
-    """fsync of one segment up to ``size`` bytes, through a descriptor of its own.
+    """fsyncs of one segment, through a descriptor of its own, in one or more rounds.
 
-    The duplicate descriptor keeps the job safe if retention or close shuts the segment's
-    own descriptor (whose number the OS might hand to another file) before the job runs.
+    ``written()`` (the segment's size) is read at the start of each round: the bytes written
+    by then are durable when the round's fdatasync returns, and appends end on message
+    boundaries, so every ``size`` it reports is one. The duplicate descriptor keeps the job
+    safe if retention or close shuts the segment's own descriptor (whose number the OS might
+    hand to another file) before the job runs.
     """
 
-    __slots__ = ("fd", "size", "error", "finished", "seconds", "log")
+    __slots__ = ("fd", "_written", "_lock", "_again", "_closing", "size", "error", "finished",
+                 "rounds", "seconds", "seconds_max", "counted_rounds", "counted_seconds", "log")
 
-    def __init__(self, fd: int, size: int) -> None:
-        self.fd, self.size = os.dup(fd), size
+    def __init__(self, fd: int, written: Callable[[], int]) -> None:
+        self.fd = os.dup(fd)
+        self._written = written
+        self._lock = threading.Lock()
+        self._again = False  # a round was asked for after the current one read ``written()``
+        self._closing = False  # the last round has begun its end: no more can be asked for
+        self.size = 0  # durable bytes so far (0: no round finished yet)
         self.error: OSError | None = None
         self.finished = threading.Event()
-        self.seconds = 0.0  # how long the fsync took (LogFlushStats)
-        self.log = None  # the Log that submitted it, for on_finished callbacks
+        # Per-round figures for LogFlushStats; the log counts them as it publishes.
+        self.rounds, self.seconds, self.seconds_max = 0, 0.0, 0.0
+        self.counted_rounds, self.counted_seconds = 0, 0.0
+        self.log = None  # the Log that submitted it, for the flusher's callbacks
 
-    def run(self) -> None:
-        """Do the fsync. Any thread; never raises (the error is kept for the log to see)."""
-        started = time.perf_counter()
+    def request_more(self) -> bool:
+        """Ask for another round covering what has been written since this one began.
+
+        False once the job is ending: the caller must submit a new job.
+        """
+        with self._lock:
+            if self._closing:
+                return False
+            self._again = True
+            return True
+
+    def run(self, on_round: Callable[[FlushJob], object] | None = None) -> None:
+        """Do the rounds; ``on_round(job)`` after each. Any thread; never raises (an error
+        is kept for the log to see, and ends the job)."""
         try:
-            os.fdatasync(self.fd)
-            self.seconds = time.perf_counter() - started
-        except OSError as exc:
-            self.error = exc
+            while True:
+                with self._lock:
+                    self._again = False
+                    size = self._written()
+                started = time.perf_counter()
+                try:
+                    os.fdatasync(self.fd)
+                except OSError as exc:
+                    self.error = exc
+                    return
+                seconds = time.perf_counter() - started
+                self.rounds += 1
+                self.seconds += seconds
+                self.seconds_max = max(self.seconds_max, seconds)
+                with self._lock:
+                    self.size = size
+                    if not self._again or self._written() == size:
+                        self._closing = True
+                        return
+                if on_round is not None:
+                    on_round(self)
         finally:
+            with self._lock:
+                self._closing = True
             os.close(self.fd)
             self.finished.set()
+            if on_round is not None:
+                on_round(self)
 
 
 class Flusher(Protocol):
@@ -66,11 +116,11 @@ class InlineFlusher:
 class ThreadFlusher:
     """Runs jobs one at a time, in submission order, on a background thread."""
 
-    def __init__(self, name: str = "log-flusher", on_finished: Callable[[FlushJob], object] | None = None) -> None:
-        # on_finished(job) is called on the flusher thread after each job, e.g. to have the
-        # reactor (reactor.callFromThread) publish the new flushed size and start the next.
+    def __init__(self, name: str = "log-flusher", on_flushed: Callable[[FlushJob], object] | None = None) -> None:
+        # on_flushed(job) is called on the flusher thread after each round of a job, e.g. to
+        # have the reactor (reactor.callFromThread) publish the new durable size.
         self._jobs: queue.SimpleQueue[FlushJob | None] = queue.SimpleQueue()
-        self._on_finished = on_finished
+        self._on_flushed = on_flushed
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
@@ -79,9 +129,7 @@ class ThreadFlusher:
 
     def _run(self) -> None:
         while (job := self._jobs.get()) is not None:
-            job.run()
-            if self._on_finished is not None:
-                self._on_finished(job)
+            job.run(self._on_flushed)
 
     def close(self) -> None:
         """Finish the queued jobs and stop the thread."""

@@ -51,7 +51,6 @@ class Log:
         self._now = now
         self._flusher = flusher or InlineFlusher()
         self._pending: deque[tuple[Segment, FlushJob]] = deque()
-        self._flush_wanted = False  # a flush was asked for while one was in flight
         self._segments = segments
         self._starts = [segment.start for segment in segments]
         self.unflushed_messages = 0
@@ -178,14 +177,13 @@ class Log:
     def start_flush(self) -> None:
         """Have everything written so far fsynced by the flusher; don't wait for it.
 
-        One fsync per log is in flight at a time: a request made meanwhile is granted by the
-        next one, started as soon as the one in flight is published (group commit). So a flush
-        policy of every message costs one fsync per fsync time, not one per message queued.
+        A request made while a job is running is granted by that job's next round, which the
+        flusher starts as soon as the current fsync returns (group commit). So a flush policy
+        of every message costs one fsync per fsync time, not one per message queued.
         """
         segment = self._segments[-1]
-        if self._pending:
-            self._flush_wanted = True
-        elif segment.size > segment.flushed_size:
+        if segment.size > segment.flushed_size and not (
+                self._pending and self._pending[-1][0] is segment and self._pending[-1][1].request_more()):
             self._submit(segment)
         self.unflushed_messages = 0
         self.last_flush_time = self._now()
@@ -201,10 +199,9 @@ class Log:
     def flush(self) -> None:
         """fsync everything written and make it visible before returning. Raises LogWriteError."""
         self.start_flush()
-        while self._pending:
-            for _segment, job in self._pending:
-                job.finished.wait()
-            self._reap()  # may start the flush that was wanted meanwhile
+        for _segment, job in self._pending:
+            job.finished.wait()  # nothing asks for more rounds while this thread waits
+        self._reap()
         if self.write_error is not None:
             raise self.write_error
 
@@ -228,43 +225,50 @@ class Log:
             pass
 
     def _reap(self) -> None:
-        """Publish the flushes that finished, oldest first, so visibility only moves forward.
+        """Publish what the flusher has made durable, oldest job first, so visibility only
+        moves forward; drop the jobs that have finished.
 
         A failed fsync is recorded, not raised: after it the kernel may have dropped the dirty
-        pages, so nothing past the flushed size can be trusted and the log refuses writes.
+        pages, so nothing past the durable size can be trusted and the log refuses writes.
         """
         pending = self._pending
         published = False
-        while pending and pending[0][1].finished.is_set():
-            segment, job = pending.popleft()
-            try:
-                segment.flushed(job)
-            except LogWriteError as exc:
-                log.error("%s: %s; the log refuses writes from now on", self.name, exc)
-                self.write_error = exc
+        while pending:
+            segment, job = pending[0]
+            finished = job.finished.is_set()  # before the size: a finished job's size is final
+            size = job.size
+            if size > segment.flushed_size:
+                segment.flushed(size)
+                published = True
+            self._count_rounds(job)
+            if not finished:
+                break
+            pending.popleft()
+            if job.error is not None:
+                error = job.error
+                self.write_error = LogWriteError(error.errno, f"{segment.path}: fsync failed: {error.strerror}")
+                log.error("%s: %s; the log refuses writes from now on", self.name, self.write_error)
                 pending.clear()
-                self._flush_wanted = False
-                return
-            self.flush_count += 1
-            self.flush_seconds_total += job.seconds
-            self.flush_seconds_max = max(self.flush_seconds_max, job.seconds)
-            published = True
-        if self._flush_wanted and not pending:
-            self._flush_wanted = False
-            segment = self._segments[-1]
-            if segment.size > segment.flushed_size:
-                self._submit(segment)
+                break
         if published and self._flush_watchers:
             watchers, self._flush_watchers = self._flush_watchers, []
             for callback in watchers:
                 callback()
+
+    def _count_rounds(self, job: FlushJob) -> None:
+        rounds, seconds = job.rounds, job.seconds
+        if rounds != job.counted_rounds:
+            self.flush_count += rounds - job.counted_rounds
+            self.flush_seconds_total += seconds - job.counted_seconds
+            self.flush_seconds_max = max(self.flush_seconds_max, job.seconds_max)
+            job.counted_rounds, job.counted_seconds = rounds, seconds
 
     def flush_if_due(self) -> bool:
         """Publish finished flushes; start one if data waits and the last is ``flush_interval_ms`` old."""
         if self._pending:
             self._reap()
         segment = self._segments[-1]
-        if segment.size == segment.flushed_size or self._pending:
+        if segment.size == segment.flushed_size:
             return False
         if (self._now() - self.last_flush_time) * 1000 < self.policy.flush_interval_ms:
             return False

@@ -169,17 +169,15 @@ class Segment:
             self._index.append(self.size)
 
     def flush_job(self) -> FlushJob:
-        """A job that fsyncs what has been written so far (see flusher.py)."""
-        return FlushJob(self._fd, self.size)
+        """A job that fsyncs what has been written when it runs (see flusher.py)."""
+        return FlushJob(self._fd, lambda: self.size)
 
-    def flushed(self, job: FlushJob) -> None:
-        """Publish a finished job's bytes to readers. Raises LogWriteError if its fsync failed."""
-        if job.error is not None:
-            raise LogWriteError(job.error.errno, f"{self.path}: fsync failed: {job.error.strerror}") from job.error
-        if job.size > self.flushed_size:
-            self.flushed_size = job.size
-            if job.size > self._index[-1]:
-                self._index.append(job.size)  # appends end on boundaries: a caught-up reader's next offset
+    def flushed(self, size: int) -> None:
+        """Publish ``size`` bytes, made durable by a flush, to readers."""
+        if size > self.flushed_size:
+            self.flushed_size = size
+            if size > self._index[-1]:
+                self._index.append(size)  # appends end on boundaries: a caught-up reader's next offset
 
     def truncate(self, size: int) -> None:
         """Cut the file to ``size`` bytes (a message boundary); used by recovery."""

@@ -1,5 +1,8 @@
 """Flush policy: appended bytes are visible to reads and offsets only once flushed (spec 4.6)."""
 
+import os
+
+from twisted_broker.storage.flusher import ThreadFlusher
 from twisted_broker.storage.log import LogPolicy
 from twisted_broker.wire.compression import GZIP
 from twisted_broker.wire.message_set import (
@@ -117,37 +120,121 @@ def test_a_roll_flushes_the_segment_it_leaves(make_log, batch):
     assert log.offsets_before(-1, 10) == [24, 0]
 
 
-def test_a_flush_becomes_visible_only_when_its_fsync_has_finished(make_log, batch, clock):
+def test_a_flush_becomes_visible_only_when_its_fsync_has_finished(make_log, batch):
     flusher = ManualFlusher()
     log = make_log(flush_interval_messages=1, flusher=flusher)
     log.append(batch([b"ab"]))
-    log.append(batch([b"ab"]))
-    (first,) = flusher.jobs  # one fsync in flight: the second append's flush waits for it
+    (job,) = flusher.jobs
     assert read_bytes(log, 0) is None
-    clock.advance(3600)
-    assert log.flush_if_due() is False  # one is still running: no new job
-    first.run()
-    assert read_bytes(log, 0) == ENTRY  # published: only what that fsync covered
-    first_job, second = flusher.jobs  # and the flush asked for meanwhile has started (group commit)
-    assert read_bytes(log, 12) is None
-    second.run()
-    log.publish_flushed()
-    assert read_bytes(log, 0) == ENTRY * 2
-    assert len(flusher.jobs) == 2
+    assert log.offsets_before(-1, 1) == [0]
+    job.run()
+    assert read_bytes(log, 0) == ENTRY  # a read publishes what the flusher finished
+    assert log.offsets_before(-1, 1) == [12]
 
 
-def test_flushes_asked_for_during_an_fsync_share_the_next_one(make_log, batch):
+def test_flushes_asked_for_before_the_fsync_starts_share_it(make_log, batch):
     flusher = ManualFlusher()
     log = make_log(flush_interval_messages=1, flusher=flusher)
     for _ in range(10):
         log.append(batch([b"ab"]))
-    assert len(flusher.jobs) == 1
-    flusher.jobs[0].run()
-    log.publish_flushed()
-    assert len(flusher.jobs) == 2  # nine flushes asked for meanwhile: one fsync
-    flusher.jobs[1].run()
+    (job,) = flusher.jobs  # ten flushes asked for, one job: it covers what is written when it runs
+    job.run()
     log.publish_flushed()
     assert read_bytes(log, 0) == ENTRY * 10
+    assert (job.rounds, log.flush_count) == (1, 1)
+
+
+def fsync_hook(monkeypatch, during):
+    """Have ``during(n)`` run inside the n-th fdatasync (from 1): what the reactor does meanwhile."""
+    real, calls = os.fdatasync, []
+
+    def fdatasync(fd):
+        calls.append(fd)
+        during(len(calls))
+        real(fd)
+    monkeypatch.setattr(os, "fdatasync", fdatasync)
+    return calls
+
+
+def test_a_flush_asked_for_during_an_fsync_is_the_same_jobs_next_round(make_log, batch, monkeypatch):
+    flusher = ManualFlusher()
+    log = make_log(flush_interval_messages=1, flusher=flusher)
+    log.append(batch([b"ab"]))
+    seen = []
+
+    def during(round_number):
+        seen.append(read_bytes(log, 0))
+        if round_number == 1:
+            for _ in range(3):
+                log.append(batch([b"ab"]))  # each asks the running job for more
+    calls = fsync_hook(monkeypatch, during)
+    (job,) = flusher.jobs
+    job.run(on_round=lambda finished: finished.log.publish_flushed())  # as the broker's reactor does
+    assert len(calls) == job.rounds == 2
+    assert len(flusher.jobs) == 1  # no second job: the flusher went on without the reactor
+    # Round 2 ran with round 1's bytes already published, and only those.
+    assert seen == [None, ENTRY]
+    assert read_bytes(log, 0) == ENTRY * 4
+    assert log.flush_count == 2
+
+
+def test_a_round_with_nothing_new_is_skipped(make_log, batch, monkeypatch):
+    flusher = ManualFlusher()
+    log = make_log(flush_interval_messages=1, flusher=flusher)
+    log.append(batch([b"ab"]))
+    (job,) = flusher.jobs
+    calls = fsync_hook(monkeypatch, lambda n: job.request_more())  # asked, but nothing written
+    job.run()
+    assert len(calls) == job.rounds == 1
+    assert read_bytes(log, 0) == ENTRY
+
+
+def test_a_flush_asked_for_after_the_job_ended_is_a_new_job(make_log, batch):
+    flusher = ManualFlusher()
+    log = make_log(flush_interval_messages=1, flusher=flusher)
+    log.append(batch([b"ab"]))
+    flusher.jobs[0].run()
+    assert flusher.jobs[0].request_more() is False
+    log.append(batch([b"ab"]))
+    assert len(flusher.jobs) == 2
+    flusher.jobs[1].run()
+    assert read_bytes(log, 0) == ENTRY * 2
+
+
+def test_the_flush_timer_asks_the_running_job_for_more(make_log, batch, clock, monkeypatch):
+    flusher = ManualFlusher()
+    log = make_log(flush_interval_messages=1000, flush_interval_ms=1000, flusher=flusher)
+    log.append(batch([b"ab"]))
+    clock.advance(1)
+    assert log.flush_if_due() is True
+    (job,) = flusher.jobs
+
+    def during(round_number):
+        if round_number == 1:
+            log.append(batch([b"ab"]))
+            clock.advance(1)
+            assert log.flush_if_due() is True
+    fsync_hook(monkeypatch, during)
+    job.run()
+    assert len(flusher.jobs) == 1 and job.rounds == 2
+    assert read_bytes(log, 0) == ENTRY * 2
+
+
+def test_appends_racing_a_flusher_thread_all_become_visible_in_order(make_log, batch):
+    published = []
+    flusher = ThreadFlusher(on_flushed=lambda job: published.append(job.size))
+    log = make_log(flush_interval_messages=1, flusher=flusher)
+    try:
+        for _ in range(2000):
+            log.append(batch([b"ab"]))
+            log.publish_flushed()
+        log.flush()
+    finally:
+        flusher.close()
+    assert read_bytes(log, 0, 100_000) == ENTRY * 2000
+    assert published == sorted(published) and published[-1] == 12 * 2000
+    assert all(size % 12 == 0 for size in published)  # every durable size is a message boundary
+    assert log.flush_count < 2000  # rounds were shared
 
 
 def test_the_log_manager_hands_its_flusher_to_every_log(make_manager, batch):

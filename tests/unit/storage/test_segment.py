@@ -17,7 +17,7 @@ def flush(segment):
     """fsync the segment and publish its size, as an inline flusher does."""
     job = segment.flush_job()
     job.run()
-    segment.flushed(job)
+    segment.flushed(job.size)
 
 
 def test_segment_file_name_is_the_start_offset_in_20_digits():
