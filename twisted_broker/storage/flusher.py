@@ -17,12 +17,15 @@ round's durable size is reported as it finishes.
 
 from __future__ import annotations
 
+import logging
 import os
 import queue
 import threading
 import time
 from collections.abc import Callable
 from typing import Protocol
+
+log = logging.getLogger(__name__)
 
 
 class FlushJob:
@@ -129,7 +132,10 @@ class ThreadFlusher:
 
     def _run(self) -> None:
         while (job := self._jobs.get()) is not None:
-            job.run(self._on_flushed)
+            try:
+                job.run(self._on_flushed)
+            except Exception:  # noqa: BLE001 - a bug in a callback must not stop every later flush
+                log.exception("flusher: %s failed", job)
 
     def close(self) -> None:
         """Finish the queued jobs and stop the thread."""

@@ -1,6 +1,7 @@
 """Flush policy: appended bytes are visible to reads and offsets only once flushed (spec 4.6)."""
 
 import os
+import threading
 
 from twisted_broker.storage.flusher import ThreadFlusher
 from twisted_broker.storage.log import LogPolicy
@@ -243,3 +244,24 @@ def test_the_log_manager_hands_its_flusher_to_every_log(make_manager, batch):
     manager.get_or_create_log("t", 0).append(batch([b"ab"]))
     assert len(flusher.jobs) == 1
     flusher.jobs[0].run()  # closes the job's descriptor
+
+
+def test_a_failing_callback_does_not_stop_the_flusher_thread(make_log, batch, caplog):
+    calls = []
+
+    def on_flushed(job):
+        calls.append(job)
+        if len(calls) == 1:
+            raise RuntimeError("a bug in the callback")
+    flusher = ThreadFlusher(on_flushed=on_flushed)
+    log = make_log(flush_interval_messages=1, flusher=flusher)
+    log.append(batch([b"ab"]))
+    log.flush()
+    log.append(batch([b"ab"]))
+    waiter = threading.Thread(target=log.flush, daemon=True)  # waits forever if the thread died
+    waiter.start()
+    waiter.join(10)
+    assert not waiter.is_alive()
+    flusher.close()
+    assert read_bytes(log, 0) == ENTRY * 2
+    assert "a bug in the callback" in caplog.text
