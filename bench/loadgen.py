@@ -15,6 +15,11 @@ serve-sendfile  the baseline server: a request is ``offset int64, max size int32
                 os.sendfile (a response never spans two files, as a broker's never spans
                 two segments)
 serve-sink      the produce baseline: reads each connection to its end, discarding the bytes
+fsync-floor     the latency baseline of "visible once fsynced": appends of ``--message-bytes``
+                + 10 bytes to a file in ``--dir`` at ``--rate`` a second, while one thread
+                fdatasyncs whatever has been written, back to back (group commit); prints the
+                p50/p99 of append -> covered by a finished fdatasync. No sockets, no broker:
+                what this disk alone costs a message
 ==============  ==========================================================================
 
 Handshake with the parent, so that start-up and set-up are never timed: a client prints
@@ -217,9 +222,55 @@ def serve_sink(args: argparse.Namespace) -> None:
                 pass
 
 
+def fsync_floor(args: argparse.Namespace) -> None:
+    path = os.path.join(args.dir, "fsync-floor.tmp")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND)
+    lock = threading.Condition()
+    written, durable = [0], []  # bytes written; (monotonic ns, durable bytes) per fdatasync
+    stop = threading.Event()
+
+    def syncer() -> None:
+        while not stop.is_set():
+            with lock:
+                while written[0] == (durable[-1][1] if durable else 0) and not stop.is_set():
+                    lock.wait(0.01)
+                size = written[0]
+            os.fdatasync(fd)
+            durable.append((time.monotonic_ns(), size))
+
+    thread = threading.Thread(target=syncer, daemon=True)
+    thread.start()
+    entry = b"x" * (args.message_bytes + 10)
+    appended = []  # (monotonic ns, end) per append
+    start = time.monotonic()
+    for i in range(int(args.seconds * args.rate)):
+        delay = start + i / args.rate - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        os.write(fd, entry)
+        with lock:
+            written[0] += len(entry)
+            appended.append((time.monotonic_ns(), written[0]))
+            lock.notify()
+    while not durable or durable[-1][1] < written[0]:
+        time.sleep(0.001)
+    stop.set()
+    thread.join()
+    os.close(fd)
+    os.unlink(path)
+    latencies, j = [], 0
+    for at, end in appended[len(appended) // 10:]:  # the same warm-up share as the latency test
+        while durable[j][1] < end or durable[j][0] < at:
+            j += 1
+        latencies.append(durable[j][0] - at)
+    latencies.sort()
+    pick = lambda q: latencies[min(len(latencies) - 1, int(q * len(latencies)))] / 1e6  # noqa: E731
+    print(json.dumps({"p50_ms": pick(0.5), "p99_ms": pick(0.99), "fsyncs": len(durable)}), flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("mode", choices=["produce", "fetch", "raw-fetch", "serve-sendfile", "serve-sink"])
+    parser.add_argument("mode", choices=["produce", "fetch", "raw-fetch", "serve-sendfile", "serve-sink", "fsync-floor"])
     parser.add_argument("--port", type=int)
     parser.add_argument("--topic", default="bench")
     parser.add_argument("--partition", type=int, default=0)
@@ -233,9 +284,12 @@ def main() -> None:
     parser.add_argument("--receive-buffer", type=int, default=1 << 20, help="serve-sink: SO_RCVBUF")
     parser.add_argument("--file", dest="files", action="append", default=[],
                         help="serve-sendfile: a file to serve (repeat, in log order)")
+    parser.add_argument("--dir", help="fsync-floor: where its file goes (the broker's disk)")
+    parser.add_argument("--rate", type=float, default=5000, help="fsync-floor: appends a second")
+    parser.add_argument("--seconds", type=float, default=5, help="fsync-floor: how long")
     args = parser.parse_args()
     modes = {"produce": produce, "fetch": fetch, "raw-fetch": fetch, "serve-sendfile": serve_sendfile,
-             "serve-sink": serve_sink}
+             "serve-sink": serve_sink, "fsync-floor": fsync_floor}
     modes[args.mode](args)
 
 

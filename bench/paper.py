@@ -15,7 +15,9 @@ Workload (the paper's, issue 6/7): 200-byte messages. Per system and round:
 - latency: a producer at 5,000 messages/s with send times in the payloads, a consumer
   subscribed before it starts; p50 and p99 of receive - send.
 - twisted_broker also: gzip batches of 50 (and their bytes per message), the async producer,
-  the high-level (ZooKeeper) consumer, and fetch MB/s beside raw os.sendfile over loopback.
+  the high-level (ZooKeeper) consumer, fetch MB/s beside raw os.sendfile over loopback, and
+  the fsync floor: the latency of "visible once fsynced" on this disk with no broker at all
+  (bench/loadgen.py fsync-floor, at the latency test's rate, after it, on the same disk).
 
 All servers run for the whole run; every round visits every system (starting with a
 different one each round), so load from elsewhere spreads over all of them, and each figure
@@ -280,6 +282,16 @@ class Run:
             if key != TB:
                 peer.delete(server, dest)
 
+        def fsync_floor() -> None:
+            floor = self.loadgen("fsync-floor", "--dir", os.path.dirname(server.data_dir), "--rate", LATENCY_RATE,
+                                 "--seconds", self.latency_messages / LATENCY_RATE)
+            try:
+                result = floor.result()
+            finally:
+                self.release(floor)
+            record("fsync_floor_p50_ms", result["p50_ms"])
+            record("fsync_floor_p99_ms", result["p99_ms"])
+
         def profiled(name: str) -> str | None:
             return None if profile is None else os.path.join(profile, name)
 
@@ -296,6 +308,8 @@ class Run:
         else:
             attempt("delete", lambda: peer.delete(server, f"b{BATCH}-{number}"))
         attempt("latency", latency)
+        if key == TB:
+            attempt("fsync floor", fsync_floor)
 
     def fetch_vs_sendfile(self, server, topic: str) -> None:
         """Fetch the topic whole with bench/loadgen.py's client, from the broker and from a raw

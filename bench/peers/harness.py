@@ -274,6 +274,7 @@ def wait_for_go() -> None:
     The objects of the setup (modules, client libraries) are frozen first, in every system's
     clients alike: a full garbage collection walking them stops a client for 10-30 ms here,
     which the latency test would otherwise charge to whichever system it hit.
+    BENCH_NO_FREEZE=1 leaves them as they are, to compare.
     """
     if not os.environ.get("BENCH_NO_FREEZE"):
         gc.collect()

@@ -30,6 +30,8 @@ EXTRA_METRICS = [
     ("consume_hl", "high-level (ZooKeeper) consumer", "msgs/s"),
     ("fetch_MBps", "fetch, 1 MiB requests (loadgen client)", "MB/s"),
     ("sendfile_MBps", "raw os.sendfile loopback, same client", "MB/s"),
+    ("fsync_floor_p50_ms", "fsync floor p50: append -> fdatasync, no broker", "ms"),
+    ("fsync_floor_p99_ms", "fsync floor p99 (same disk, same rate)", "ms"),
 ]
 
 
