@@ -119,6 +119,10 @@ class Run:
         self.directory = directory
         self.n = n
         self.latency_messages = latency_messages
+        # A timed test that takes longer than this has hung (the slowest peer moves about
+        # 15,000 msgs/s here: this leaves ten times that), and is noted as failed: one hung
+        # peer must not hold the run for the harness's 600 s per test.
+        self.result_timeout_s = max(120.0, n / 1500)
         self.peers = {}
         self.servers = {}
         self.workers: list[Worker] = []
@@ -190,7 +194,7 @@ class Run:
                 samplers = [_Sampler(worker.process.pid, f"{profile}-client"),
                             _Sampler(self.servers[key].pid, f"{profile}-broker")]
             worker.go()
-            return worker.result()
+            return worker.result(self.result_timeout_s)
         finally:
             for sampler in samplers:
                 sampler.stop()
