@@ -14,7 +14,8 @@ from twisted_broker.errors import InvalidMessage
 from twisted_broker.spark import checkpoint as ckpt
 from twisted_broker.spark.etl import EtlRun
 from twisted_broker.spark.options import OptionError, ReadOptions
-from twisted_broker.spark.planning import BrokerPartition, OffsetRange, find_message_start, split_range
+from twisted_broker.spark.planning import BrokerPartition, OffsetRange, split_range
+from twisted_broker.wire.message_search import find_message_start
 from twisted_broker.wire.compression import GZIP, NO_COMPRESSION, SNAPPY
 from twisted_broker.wire.message import MAGIC_0, make_message
 from twisted_broker.wire.message_set import encode_compressed_message_set, encode_messages, iter_entries
@@ -38,7 +39,7 @@ def test_find_message_start_finds_the_next_entry_from_any_position():
     for position in range(len(data) - 1):
         expected = next(start for start in starts if start >= position)
         window = data[position:position + 4096]
-        found = find_message_start(window)
+        found = find_message_start(window, partial_tail=True)
         if expected >= len(data) or not any(s > expected for s in starts if s <= position + len(window)):
             continue  # no complete entry after the start inside the window: nothing to confirm
         assert found is not None and position + found == expected, position
@@ -46,7 +47,7 @@ def test_find_message_start_finds_the_next_entry_from_any_position():
 
 def test_find_message_start_finds_nothing_in_noise():
     rng = random.Random(3)
-    assert all(find_message_start(bytes(rng.getrandbits(8) for _ in range(2000))) is None for _ in range(20))
+    assert all(find_message_start(bytes(rng.getrandbits(8) for _ in range(2000)), partial_tail=True) is None for _ in range(20))
 
 
 class _RawLogConsumer:

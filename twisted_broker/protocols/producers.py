@@ -111,10 +111,8 @@ class SendfileProducer(_RegionProducer):
         sock = transport.getHandle()
         try:
             sent = sock.send(prefix, socket.MSG_MORE) if prefix else 0
-        except BlockingIOError:
+        except OSError:  # would block, or a lost connection, which the transport reports itself
             sent = 0
-        except OSError:
-            sent = 0  # the transport finds out itself and reports the loss
         if sent < len(prefix):
             transport.write(prefix[sent:])
             return self.start()

@@ -43,7 +43,7 @@ from twisted_broker.errors import InvalidMessage
 from twisted_broker.spark.options import (
     EARLIEST, EARLIEST_IN_JSON, LATEST, LATEST_IN_JSON, OffsetSpec, ReadOptions,
 )
-from twisted_broker.wire.message_search import find_message_start as find_message_start_in
+from twisted_broker.wire.message_search import find_message_start
 from twisted_broker.wire.requests import FetchRequest
 
 log = logging.getLogger(__name__)
@@ -244,7 +244,7 @@ def probe_message_start(consumer: SimpleConsumer, topic: str, partition: int, ta
                 break
             size //= 2
         fetched.check()
-        position = find_message_start(fetched.message_set)
+        position = find_message_start(fetched.message_set, partial_tail=True)
         if position is not None:
             return target + position, False
         if target + len(fetched.message_set) >= limit - 1:
@@ -253,13 +253,6 @@ def probe_message_start(consumer: SimpleConsumer, topic: str, partition: int, ta
             return None, False  # cut short by the broker: a bigger window brings nothing more
     log.debug("%s-%d: no message start within the probes at offset %d", topic, partition, target)
     return None, False
-
-
-def find_message_start(window: bytes | memoryview) -> int | None:
-    """The first position in ``window`` (raw log bytes from an arbitrary offset) where a chain
-    of complete entries with matching CRCs begins and runs to the window's end (a partial
-    last entry allowed if what shows of its header is plausible); None if there is none."""
-    return find_message_start_in(window, partial_tail=True)
 
 
 def plan_splits(options: ReadOptions, ranges: list[OffsetRange], consumers: Consumers) -> list[OffsetRange]:
