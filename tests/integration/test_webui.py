@@ -467,7 +467,9 @@ def test_registry_changes_reach_the_pages_through_watches(cluster):
     cluster.kazoo.create("/consumers/late/offsets/orders/0-0", b"7", makepath=True)
     wait_for(lambda: cluster.readonly.get("/api/groups/late").status == 200, "the new group")
     cluster.kazoo.set("/consumers/late/offsets/orders/0-0", b"9")
-    wait_for(lambda: cluster.readonly.api("/api/groups/late")["partitions"][0]["committed"] == 9, "the new offset")
+    # The group shows as soon as its node is seen, possibly before its partitions: wait for both.
+    wait_for(lambda: any(p["partition"] == "0-0" and p["committed"] == 9
+                         for p in cluster.readonly.api("/api/groups/late")["partitions"]), "the new offset")
     cluster.kazoo.delete("/consumers/late", recursive=True)
     wait_for(lambda: cluster.readonly.get("/api/groups/late").status == 404, "the group to go")
     produce(cluster.brokers[1], "fresh", 0, encode_message_set([b"x"]))
