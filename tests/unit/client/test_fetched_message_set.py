@@ -96,10 +96,13 @@ def test_shallow_iteration_keeps_wrappers_compressed():
     assert (offset, next_offset, message.codec) == (F, F + len(wrapper), GZIP)
 
 
-def test_payloads_are_views_into_the_fetched_bytes():
-    data = encode_message_set([b"payload"])
-    [(_o, _n, message)] = fetched(data)
-    assert isinstance(message.payload, memoryview) and message.payload.obj is data
+def test_payloads_are_bytes_that_outlive_the_fetched_buffer():
+    data = bytearray(encode_message_set([b"payload"]) + encode_message_set([b"ab", b"cd"], magic=MAGIC_0)
+                     + encode_compressed_message_set([b"inner"], GZIP))
+    messages = [message for _o, _n, message in fetched(data)]
+    data[:] = bytes(len(data))  # the buffer is reused for the next fetch
+    assert [type(message.payload) for message in messages] == [bytes] * 4
+    assert [message.payload for message in messages] == [b"payload", b"ab", b"cd", b"inner"]
 
 
 # --- the fast path of iter_messages gives what the general reader gives ----------------------

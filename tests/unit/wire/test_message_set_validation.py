@@ -14,6 +14,7 @@ from twisted_broker.errors import (
 )
 from twisted_broker.wire.compression import GZIP, NO_COMPRESSION, SNAPPY, compress
 from twisted_broker.wire.message import MAGIC_0, MAGIC_1, Message, make_message
+from twisted_broker.wire import message_set
 from twisted_broker.wire.message_set import (
     MAX_WRAPPER_DEPTH, encode_compressed_message_set, encode_message_set, encode_messages, scan,
     validate_message_set,
@@ -101,10 +102,21 @@ def test_partial_tail_after_complete_entries_is_dropped_silently(cut):
     assert (len(validated), validated.message_count) == (len(GOOD + GOOD_TAIL), 3)
 
 
-def test_validated_buffer_is_a_view_of_the_input():
-    buf = bytearray(GOOD + b"\x00\x00")
+def test_a_validated_set_is_a_view_of_bytes_input_and_of_one_copy_of_other_input():
+    data = GOOD + b"\x00\x00"
+    assert validate_message_set(data).buffer.obj is data
+    buf = bytearray(data)
+    copied = validate_message_set(buf).buffer
+    assert copied.obj is not buf and bytes(copied) == GOOD
+    buf[:] = bytes(len(buf))  # the connection's buffer is reused: the set to append is not
+    assert bytes(copied) == GOOD
+
+
+def test_a_set_larger_than_the_copy_limit_is_checked_through_a_view(monkeypatch):
+    monkeypatch.setattr(message_set, "COPY_TO_SCAN_BYTES", len(GOOD) - 1)
+    buf = bytearray(GOOD)
     validated = validate_message_set(buf)
-    assert validated.buffer.obj is buf
+    assert validated.buffer.obj is buf and validated.message_count == 2
 
 
 def test_empty_set_is_valid_and_holds_nothing():
@@ -188,9 +200,10 @@ def test_payload_of_exactly_the_limit_after_a_bad_crc_leaves_the_crc_error(magic
     assert info.value.position == len(GOOD)
 
 
-def test_oversize_payload_is_refused_when_all_else_is_valid():
+@pytest.mark.parametrize("magic", [MAGIC_0, MAGIC_1])
+def test_oversize_payload_is_refused_when_all_else_is_valid(magic):
     with pytest.raises(MessageSizeTooLarge) as info:
-        validate_message_set(GOOD + encode_message_set([b"y" * 101], magic=MAGIC_0), max_message_size=100)
+        validate_message_set(GOOD + encode_message_set([b"y" * 101], magic=magic), max_message_size=100)
     assert info.value.position == len(GOOD)
 
 
@@ -286,3 +299,30 @@ def test_a_flipped_byte_is_caught_at_its_entry_unless_it_is_an_attributes_byte(g
         with pytest.raises(type(result.error)) as info:
             validate_message_set(bytes(corrupted))
         assert info.value.position == starts[entry]
+
+
+def _general_only(data, pos, end, size_limit):
+    return pos, 0  # _scan_plain walking nothing: every entry takes scan's general path
+
+
+@given(groups, st.data())
+def test_the_fast_walk_of_plain_entries_changes_no_result(groups, data):
+    buf, _starts, _magics, _counts = build(groups)
+    corrupted = bytearray(buf)
+    if data.draw(st.booleans(), label="flip"):
+        corrupted[data.draw(st.integers(0, len(buf) - 1), label="index")] ^= data.draw(st.integers(1, 255))
+    cut = bytes(corrupted[:data.draw(st.integers(0, len(buf)), label="cut")])
+    longest = max(len(payload) for _codec, items, _magic in groups for payload in items)
+    limit = data.draw(st.one_of(st.none(), st.integers(0, longest)), label="max_payload_bytes")
+
+    def outcome(buffer):
+        try:
+            result = scan(buffer, deep=True, max_payload_bytes=limit)
+        except MessageSizeTooLarge as exc:
+            return "too large", exc.position
+        return result.valid_bytes, result.message_count, type(result.error), getattr(result.error, "position", None)
+
+    fast = [outcome(cut), outcome(memoryview(cut))]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(message_set, "_scan_plain", _general_only)
+        assert fast == [outcome(cut)] * 2
