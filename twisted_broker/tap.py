@@ -170,6 +170,7 @@ def makeService(options: Options):  # BrokerService, in a MultiService with --we
     service = BrokerService(
         logs=logs, factory=factory, endpoint=serverFromString(reactor, listen), reactor=reactor,
         flush_check_interval_ms=config.log_default_flush_scheduler_interval_ms,
+        flush_worker=config.log_flush_worker,
         cleanup_interval_mins=config.log_cleanup_interval_mins, registration=registration,
         zk_connect_timeout_ms=config.zk_connectiontimeout_ms,
         port_file=options["port-file"] and os.path.abspath(options["port-file"]),

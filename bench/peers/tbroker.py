@@ -44,11 +44,12 @@ from bench.peers.harness import ServerProcess, latency_ns, latency_summary, pace
 
 # The latency settings; the environment overrides them (workers inherit it), to tune them on
 # another machine: BENCH_TB_FLUSH_MESSAGES, BENCH_TB_FLUSH_MS, BENCH_TB_FETCH_WAIT_MS,
-# BENCH_TB_BACKOFF_MS.
+# BENCH_TB_BACKOFF_MS, BENCH_TB_FLUSH_WORKER.
 FLUSH_MESSAGES = int(os.environ.get("BENCH_TB_FLUSH_MESSAGES") or 1)  # log.flush.interval
 FLUSH_MS = int(os.environ.get("BENCH_TB_FLUSH_MS") or 1000)  # log.default.flush.interval.ms, a backstop
 FETCH_WAIT_MS = int(os.environ.get("BENCH_TB_FETCH_WAIT_MS") or 100)  # fetch.wait.max.ms
 BACKOFF_MS = float(os.environ.get("BENCH_TB_BACKOFF_MS") or 0)  # a consumer's sleep after an empty fetch
+FLUSH_WORKER = os.environ.get("BENCH_TB_FLUSH_WORKER") or "process"  # log.flush.worker
 FETCH_BYTES = 1 << 20
 ENTRY_BYTES = 4 + 6 + 200  # length field, magic-1 header, payload
 SEND_BUFFER = 1 << 20
@@ -57,6 +58,7 @@ BROKER_SETTINGS = {
     "log.flush.interval": str(FLUSH_MESSAGES),
     "log.default.flush.interval.ms": str(FLUSH_MS),
     "log.default.flush.scheduler.interval.ms": str(FLUSH_MS),
+    "log.flush.worker": FLUSH_WORKER,
     "fetch.wait.max.ms": str(FETCH_WAIT_MS),
     "socket.send.buffer": str(SEND_BUFFER), "socket.receive.buffer": str(SEND_BUFFER),
     "num.partitions": "1", "log.file.size": str(1 << 30),

@@ -8,8 +8,9 @@ broker id that a live broker holds ends the start: one error line, exit status 1
 
 Stop (spec: listeners first, then logs, then the registration): stop listening and drop the
 connections (debug sessions too), so no request or debug command reaches a closing log; stop
-the timers; flush and close every log and write the clean-shutdown marker; finish the flusher
-thread; close the ZooKeeper session. A crash skips all of it, so the next start recovers.
+the timers; flush and close every log and write the clean-shutdown marker; stop the fsync
+process (or the flusher thread); close the ZooKeeper session. A crash skips all of it, so the
+next start recovers.
 """
 
 from __future__ import annotations
@@ -18,12 +19,15 @@ import logging
 
 from twisted.application.service import Service
 from twisted.internet.defer import inlineCallbacks
+from twisted.internet.interfaces import IReadDescriptor
 from twisted.internet.protocol import Factory
 from twisted.internet.task import LoopingCall
+from zope.interface import implementer
 
 from twisted_broker.protocols.kafka import KafkaServerFactory
 from twisted_broker.registry.broker_registration import BrokerIdInUse, BrokerRegistration
-from twisted_broker.storage.flusher import ThreadFlusher
+from twisted_broker.storage.flusher import Flusher, ThreadFlusher
+from twisted_broker.storage.process_flusher import ProcessFlusher
 from twisted_broker.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
@@ -33,7 +37,7 @@ FIRST_CLEANUP_DELAY_S = 60  # 0.7 runs the first retention pass a minute after s
 
 class BrokerService(Service):
     def __init__(self, *, logs: LogManager, factory: KafkaServerFactory, endpoint, reactor,
-                 flush_check_interval_ms: int, cleanup_interval_mins: int,
+                 flush_check_interval_ms: int, cleanup_interval_mins: int, flush_worker: str = "process",
                  registration: BrokerRegistration | None = None, zk_connect_timeout_ms: int = 6000,
                  port_file: str | None = None, debug: tuple[object, Factory] | None = None,
                  debug_port_file: str | None = None) -> None:
@@ -51,7 +55,9 @@ class BrokerService(Service):
         self._debug = debug
         self._debug_port_file = debug_port_file
         self._debug_port = None
-        self._flusher: ThreadFlusher | None = None
+        self._flush_worker = flush_worker
+        self._flusher: Flusher | None = None
+        self._fsync_replies: FsyncReplies | None = None
         self._flush_loop = LoopingCall(self._flush_due)
         self._cleanup_loop = LoopingCall(self._cleanup)
         self._first_cleanup = None
@@ -66,8 +72,13 @@ class BrokerService(Service):
         super().privilegedStartService()
         # Each fsync round is published on the reactor as soon as it returns: data waits for
         # no fetch and no timer to be seen.
-        self._flusher = ThreadFlusher(
-            on_flushed=lambda job: self._reactor.callFromThread(job.log.publish_flushed))
+        if self._flush_worker == "process":
+            self._flusher = ProcessFlusher(on_flushed=lambda job: job.log.publish_flushed())
+            self._fsync_replies = FsyncReplies(self._flusher, self._reactor)
+            self._reactor.addReader(self._fsync_replies)
+        else:
+            self._flusher = ThreadFlusher(
+                on_flushed=lambda job: self._reactor.callFromThread(job.log.publish_flushed))
         self.logs.flusher = self._flusher
         self.logs.open()
         self._port = _listen_now(self._endpoint, self.factory)
@@ -101,8 +112,15 @@ class BrokerService(Service):
         the next start need not recover them) and the flusher; the listening sockets close
         with the process."""
         self.logs.close()
+        self._close_flusher()
+
+    def _close_flusher(self) -> None:
+        if self._fsync_replies is not None:
+            self._reactor.removeReader(self._fsync_replies)
+            self._fsync_replies = None
         if self._flusher is not None:
             self._flusher.close()
+            self._flusher = None
 
     def startService(self) -> None:
         super().startService()
@@ -140,11 +158,39 @@ class BrokerService(Service):
         if self._first_cleanup is not None and self._first_cleanup.active():
             self._first_cleanup.cancel()
         self.logs.close()
-        if self._flusher is not None:
-            self._flusher.close()
+        self._close_flusher()
         if self.registration is not None:
             yield self.registration.stop()
         log.info("broker stopped cleanly")
+
+
+@implementer(IReadDescriptor)
+class FsyncReplies:
+    """The fsync process's replies, applied when the reactor finds its socket readable."""
+
+    def __init__(self, flusher: ProcessFlusher, reactor) -> None:
+        self.flusher = flusher
+        self._reactor = reactor
+
+    def fileno(self) -> int:
+        return self.flusher.fileno()
+
+    def doRead(self) -> None:
+        # An exception escaping doRead would make the reactor drop this reader, and no flush
+        # would be published again: log it and go on.
+        try:
+            if not self.flusher.read_replies():
+                self._reactor.removeReader(self)  # before restart() closes the old socket
+                self.flusher.restart()
+                self._reactor.addReader(self)
+        except Exception:  # noqa: BLE001
+            log.exception("applying the fsync process's replies failed")
+
+    def connectionLost(self, reason) -> None:
+        pass
+
+    def logPrefix(self) -> str:
+        return "fsync-process"
 
 
 def _listen_now(endpoint, factory: Factory):

@@ -41,7 +41,7 @@ class FlushJob:
     __slots__ = ("fd", "_written", "_lock", "_again", "_closing", "size", "error", "finished",
                  "rounds", "seconds", "seconds_max", "counted_rounds", "counted_seconds", "log")
 
-    def __init__(self, fd: int, written: Callable[[], int]) -> None:
+    def __init__(self, fd: int, written: Callable[[], int], owner: object = None) -> None:
         self.fd = os.dup(fd)
         self._written = written
         self._lock = threading.Lock()
@@ -53,7 +53,7 @@ class FlushJob:
         # Per-round figures for LogFlushStats; the log counts them as it publishes.
         self.rounds, self.seconds, self.seconds_max = 0, 0.0, 0.0
         self.counted_rounds, self.counted_seconds = 0, 0.0
-        self.log = None  # the Log that submitted it, for the flusher's callbacks
+        self.log = owner  # the Log that submitted it, for the flusher's callbacks
 
     def request_more(self) -> bool:
         """Ask for another round covering what has been written since this one began.
@@ -65,6 +65,10 @@ class FlushJob:
                 return False
             self._again = True
             return True
+
+    def wait(self) -> None:
+        """Until the job has ended (on a thread other than the flusher's)."""
+        self.finished.wait()
 
     def run(self, on_round: Callable[[FlushJob], object] | None = None) -> None:
         """Do the rounds; ``on_round(job)`` after each. Any thread; never raises (an error
@@ -101,7 +105,8 @@ class FlushJob:
 
 
 class Flusher(Protocol):
-    def submit(self, job: FlushJob) -> None: ...
+    def submit(self, fd: int, written: Callable[[], int], owner: object = None) -> FlushJob:
+        """Start a job fsyncing ``fd`` up to ``written()``; ``owner`` is kept as ``job.log``."""
 
     def close(self) -> None: ...
 
@@ -109,8 +114,10 @@ class Flusher(Protocol):
 class InlineFlusher:
     """Runs each job at once on the caller's thread (Kafka 0.7's way; tools and tests)."""
 
-    def submit(self, job: FlushJob) -> None:
+    def submit(self, fd: int, written: Callable[[], int], owner: object = None) -> FlushJob:
+        job = FlushJob(fd, written, owner)
         job.run()
+        return job
 
     def close(self) -> None:
         pass
@@ -127,8 +134,10 @@ class ThreadFlusher:
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
-    def submit(self, job: FlushJob) -> None:
+    def submit(self, fd: int, written: Callable[[], int], owner: object = None) -> FlushJob:
+        job = FlushJob(fd, written, owner)
         self._jobs.put(job)
+        return job
 
     def _run(self) -> None:
         while (job := self._jobs.get()) is not None:

@@ -189,10 +189,8 @@ class Log:
         self.last_flush_time = self._now()
 
     def _submit(self, segment: Segment) -> None:
-        job = segment.flush_job()
-        job.log = self
+        job = self._flusher.submit(segment.fileno(), lambda: segment.size, self)
         self._pending.append((segment, job))
-        self._flusher.submit(job)
         if job.finished.is_set():  # an inline flusher: publish at once
             self._reap()
 
@@ -200,7 +198,7 @@ class Log:
         """fsync everything written and make it visible before returning. Raises LogWriteError."""
         self.start_flush()
         for _segment, job in self._pending:
-            job.finished.wait()  # nothing asks for more rounds while this thread waits
+            job.wait()  # nothing asks for more rounds while this thread waits
         self._reap()
         if self.write_error is not None:
             raise self.write_error

@@ -26,7 +26,6 @@ from array import array
 from bisect import bisect_right
 
 from twisted_broker.errors import InvalidMessage, LogWriteError
-from twisted_broker.storage.flusher import FlushJob
 from twisted_broker.storage.verification import (
     VerifiedRanges, entry_length, looks_like_damaged_boundary, scan_entries,
 )
@@ -168,9 +167,9 @@ class Segment:
         if self.size - self._index[-1] >= INDEX_INTERVAL_BYTES:
             self._index.append(self.size)
 
-    def flush_job(self) -> FlushJob:
-        """A job that fsyncs what has been written when it runs (see flusher.py)."""
-        return FlushJob(self._fd, lambda: self.size)
+    def fileno(self) -> int:
+        """The descriptor appends go to (a flusher fsyncs a duplicate of it)."""
+        return self._fd
 
     def flushed(self, size: int) -> None:
         """Publish ``size`` bytes, made durable by a flush, to readers."""

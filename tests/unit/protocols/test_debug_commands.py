@@ -19,7 +19,7 @@ from twisted_broker.server.debug_commands import (
     format_pairs, format_table, parse_line, CommandError,
 )
 from twisted_broker.server.stats import BrokerStats, RequestStats
-from twisted_broker.storage.flusher import InlineFlusher
+from twisted_broker.storage.flusher import FlushJob, InlineFlusher
 from twisted_broker.storage.log import LogPolicy
 from twisted_broker.storage.log_manager import LogManager
 from twisted_broker.wire.compression import GZIP
@@ -39,10 +39,12 @@ class ManualFlusher:
         self.jobs = []
         self.holding = True
 
-    def submit(self, job) -> None:
+    def submit(self, fd, written, owner=None):
+        job = FlushJob(fd, written, owner)
         self.jobs.append(job)
         if not self.holding:
             self.run_all()
+        return job
 
     def run_all(self) -> None:
         while self.jobs:

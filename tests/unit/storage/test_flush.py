@@ -3,7 +3,7 @@
 import os
 import threading
 
-from twisted_broker.storage.flusher import ThreadFlusher
+from twisted_broker.storage.flusher import FlushJob, ThreadFlusher
 from twisted_broker.storage.log import LogPolicy
 from twisted_broker.wire.compression import GZIP
 from twisted_broker.wire.message_set import (
@@ -19,8 +19,10 @@ class ManualFlusher:
     def __init__(self) -> None:
         self.jobs = []
 
-    def submit(self, job) -> None:
+    def submit(self, fd, written, owner=None):
+        job = FlushJob(fd, written, owner)
         self.jobs.append(job)
+        return job
 
     def close(self) -> None:
         pass

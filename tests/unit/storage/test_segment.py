@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from twisted_broker.storage.flusher import FlushJob
 from twisted_broker.storage.log import open_log_directory
 from twisted_broker.storage.segment import Segment, parse_segment_file_name, segment_file_name
 from twisted_broker.wire.message_set import encode_message_set
@@ -15,7 +16,7 @@ ENTRY = encode_message_set([b"ab"])  # one 12-byte entry: length 8, magic 1, att
 
 def flush(segment):
     """fsync the segment and publish its size, as an inline flusher does."""
-    job = segment.flush_job()
+    job = FlushJob(segment.fileno(), lambda: segment.size)
     job.run()
     segment.flushed(job.size)
 

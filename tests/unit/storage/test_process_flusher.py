@@ -1,0 +1,189 @@
+"""The fsync process (storage/fsync_worker.py) and the flusher that drives it, with a real
+child process: durability, group commit, a failed fsync, a full socket, a killed process."""
+
+import os
+import signal
+import socket
+import threading
+import time
+
+import pytest
+
+from twisted_broker.storage import fsync_worker
+from twisted_broker.storage.fsync_worker import MORE, OPEN, REPLY, REQUEST
+from twisted_broker.storage.process_flusher import ProcessFlusher
+from twisted_broker.wire.message_set import encode_message_set
+
+ENTRY = encode_message_set([b"ab"])  # 12 bytes
+
+
+def poll_until(flusher, predicate, timeout_s=10.0):
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, "the fsync process did not answer in time"
+        flusher.poll(0.05)
+
+
+@pytest.fixture
+def flusher():
+    moved = []
+    flusher = ProcessFlusher(on_flushed=moved.append)
+    flusher.moved = moved
+    yield flusher
+    flusher.close()
+
+
+@pytest.fixture
+def data_file(tmp_path):
+    fd = os.open(tmp_path / "segment", os.O_RDWR | os.O_CREAT | os.O_APPEND)
+    yield fd
+    os.close(fd)
+
+
+def process_gone(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    with open(f"/proc/{pid}/stat") as stat:
+        return stat.read().rpartition(")")[2].split()[0] == "Z"  # exited, not yet reaped
+
+
+def test_a_job_ends_once_the_process_has_fsynced_all_it_was_asked_for(flusher, data_file):
+    written = os.write(data_file, ENTRY * 3)
+    job = flusher.submit(data_file, lambda: written, owner="the log")
+    assert not job.finished.is_set()  # nothing is durable before the reply is read
+    poll_until(flusher, job.finished.is_set)
+    assert (job.size, job.error, job.log) == (written, None, "the log")
+    assert job.rounds >= 1 and job.seconds > 0
+    assert flusher.moved == [job]
+    assert job.request_more() is False  # ended: the log must submit a new job
+
+
+def test_more_asked_for_while_a_job_is_open_is_made_durable_by_the_same_job(flusher, data_file):
+    sizes = [os.write(data_file, ENTRY)]
+    job = flusher.submit(data_file, lambda: sizes[-1])
+    for _ in range(20):
+        sizes.append(sizes[-1] + os.write(data_file, ENTRY))
+        assert job.request_more() is True
+    poll_until(flusher, job.finished.is_set)
+    assert job.size == sizes[-1] == 21 * len(ENTRY)
+    assert 1 <= job.rounds <= 21
+
+
+def test_a_round_covers_every_request_waiting_when_it_starts(tmp_path):
+    """The worker reads all waiting requests before it fsyncs: one round, the largest size."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    fd = os.open(tmp_path / "segment", os.O_RDWR | os.O_CREAT)
+    socket.send_fds(ours, [REQUEST.pack(OPEN, 7, 12)], [fd])
+    for size in (24, 36, 48):
+        ours.send(REQUEST.pack(MORE, 7, size))
+    worker = threading.Thread(target=fsync_worker.serve, args=(theirs,), daemon=True)
+    worker.start()
+    ours.settimeout(10)
+    job_id, size, errno, _seconds = REPLY.unpack(ours.recv(REPLY.size))
+    assert (job_id, size, errno) == (7, 48, 0)
+    ours.settimeout(0.3)
+    with pytest.raises(TimeoutError):
+        ours.recv(REPLY.size)  # no second round: nothing more was asked for
+    ours.close()  # the worker returns at the end of its socket
+    worker.join(10)
+    assert not worker.is_alive()
+    os.close(fd)
+
+
+def test_a_failed_fsync_ends_the_job_with_its_error(flusher):
+    read_end, write_end = os.pipe()  # fdatasync on a pipe fails with EINVAL
+    try:
+        job = flusher.submit(write_end, lambda: 10)
+        poll_until(flusher, job.finished.is_set)
+        assert isinstance(job.error, OSError) and job.error.errno == 22
+        assert job.size == 0  # nothing was made durable
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+
+
+def test_wait_fsyncs_on_the_callers_thread_without_a_reply(flusher, data_file):
+    written = os.write(data_file, ENTRY)
+    os.kill(flusher.pid, signal.SIGSTOP)  # the process can answer nothing
+    try:
+        job = flusher.submit(data_file, lambda: written)
+        job.wait()
+        assert job.finished.is_set() and job.size == written
+    finally:
+        os.kill(flusher.pid, signal.SIGCONT)
+    flusher.poll(0.2)  # its late reply, if any, is for a job that has ended: ignored
+    assert job.size == written
+
+
+def test_requests_that_find_the_socket_full_are_sent_once_the_process_answers(flusher, data_file):
+    os.kill(flusher.pid, signal.SIGSTOP)
+    try:
+        size = [os.write(data_file, ENTRY)]
+        job = flusher.submit(data_file, lambda: size[0])
+        for _ in range(5000):  # far more records than the socket holds
+            size[0] += os.write(data_file, ENTRY)
+            job.request_more()
+        assert flusher._stalled  # some requests could not be sent
+    finally:
+        os.kill(flusher.pid, signal.SIGCONT)
+    poll_until(flusher, job.finished.is_set, timeout_s=30)
+    assert job.size == size[0] == 5001 * len(ENTRY)
+
+
+def test_a_killed_fsync_process_is_replaced_and_the_open_jobs_finish(flusher, data_file):
+    first = flusher.pid
+    os.kill(first, signal.SIGSTOP)
+    written = os.write(data_file, ENTRY * 2)
+    job = flusher.submit(data_file, lambda: written)
+    os.kill(first, signal.SIGKILL)
+    poll_until(flusher, job.finished.is_set)
+    assert flusher.pid != first and process_gone(first)
+    assert (job.size, job.error) == (written, None)
+    # The new process serves new jobs too.
+    more = written + os.write(data_file, ENTRY)
+    second = flusher.submit(data_file, lambda: more)
+    poll_until(flusher, second.finished.is_set)
+    assert second.size == more
+
+
+def test_close_fsyncs_the_open_jobs_and_the_process_exits(data_file):
+    flusher = ProcessFlusher()
+    pid = flusher.pid
+    os.kill(pid, signal.SIGSTOP)
+    written = os.write(data_file, ENTRY)
+    job = flusher.submit(data_file, lambda: written)
+    os.kill(pid, signal.SIGCONT)
+    flusher.close()
+    assert job.finished.is_set() and job.size == written
+    assert process_gone(pid)
+
+
+def test_a_log_publishes_what_the_process_made_durable(make_log, batch, flusher):
+    log = make_log(flush_interval_messages=1, flusher=flusher)
+    log.append(batch([b"ab"]))
+    assert log.end_offset == 0  # fsync asked for, not yet reported
+    flusher.moved.clear()
+    poll_until(flusher, lambda: flusher.moved)
+    log.publish_flushed()
+    assert log.end_offset == len(ENTRY)
+    log.append(batch([b"cd"]))
+    log.flush()  # waits without the reactor: the fsync runs here
+    assert log.end_offset == 2 * len(ENTRY)
+
+
+def test_a_failed_fsync_in_the_process_makes_the_log_refuse_writes(make_log, batch, flusher, monkeypatch):
+    log = make_log(flush_interval_messages=1, flusher=flusher)
+    segment = log.segments[-1]
+    read_end, write_end = os.pipe()
+    monkeypatch.setattr(segment, "fileno", lambda: write_end)  # the process fsyncs a pipe: EINVAL
+    try:
+        log.append(batch([b"ab"]))
+        poll_until(flusher, lambda: flusher.moved)
+        log.publish_flushed()
+        assert log.write_error is not None and "fsync failed" in str(log.write_error)
+        assert log.end_offset == 0
+    finally:
+        os.close(read_end)
+        os.close(write_end)
