@@ -7,6 +7,7 @@ in log.dir (spec 4.8); a crash leaves none, so the next start recovers.
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import time
@@ -115,6 +116,41 @@ def test_kill_9_leaves_no_marker_and_the_next_start_recovers(broker_factory):
     broker.start()
     assert "(recovered, 0 bytes truncated)" in last_run_log(broker)
     assert fetch_payloads(broker, "t", 0) == [b"kept"]
+
+
+def fsync_processes(broker) -> list[int]:
+    """The broker's child processes running the fsync worker."""
+    children = []
+    for task in Path(f"/proc/{broker.process.pid}/task").iterdir():
+        children += [int(pid) for pid in (task / "children").read_text().split()]
+    return [pid for pid in children
+            if b"fsync_worker" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+
+
+def gone(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return True
+    return stat.rpartition(")")[2].split()[0] == "Z"
+
+
+def test_a_killed_fsync_process_is_replaced_and_the_broker_loses_no_flush(broker_factory):
+    broker = broker_factory()
+    produce_payloads(broker, "t", 0, [b"before"])
+    wait_for_payloads(broker, "t", 0, [b"before"])
+    (first,) = fsync_processes(broker)
+
+    os.kill(first, signal.SIGKILL)
+    produce_payloads(broker, "t", 0, [b"after", b"kill"])
+
+    wait_for_payloads(broker, "t", 0, [b"before", b"after", b"kill"])
+    (second,) = fsync_processes(broker)
+    assert second != first and gone(first)  # replaced, and the old one reaped
+    assert "the fsync process exited (status -9)" in last_run_log(broker)
+    assert broker.stop() == -signal.SIGTERM
+    assert gone(second)  # a stopped broker leaves no fsync process behind
+    assert (broker.log_dir / MARKER).exists()
 
 
 # -- command-line overrides ------------------------------------------------------------------
