@@ -2,17 +2,17 @@
 
 crcmod is the project's declared CRC library and its C extension is required: without a
 compiler it silently falls back to pure Python at ~25 us per 200-byte message, which would make
-validation the bottleneck of the broker. ``zlib.crc32`` computes the identical function and
-measured about 4x faster here (0.12 vs 0.57 us per 200-byte call, ``python -m bench crc``), so
-the hot paths use it; tests check that both agree.
+validation the bottleneck of the broker. ``zlib.crc32`` computes the identical function about
+4x faster (0.12 vs 0.57 us per 200-byte call, ``python -m bench crc``), and zlib-ng's, which
+uses the CPU's carry-less multiply, twice as fast again (0.06-0.07 us; 50 GB/s against 6 on a
+megabyte), so the hot paths use zlib-ng's; tests check that all three agree.
 """
 
 from __future__ import annotations
 
-import zlib
-
 import crcmod.predefined
 from crcmod.crcmod import _usingExtension
+from zlib_ng import zlib_ng
 
 if not _usingExtension:  # an ImportError, not an assert: asserts vanish under python -O
     raise ImportError("crcmod was built without its C extension; reinstall it with a C compiler present")
@@ -20,4 +20,4 @@ if not _usingExtension:  # an ImportError, not an assert: asserts vanish under p
 crcmod_crc32 = crcmod.predefined.mkCrcFun("crc-32")
 
 # The function every codec uses. Returns the unsigned CRC (Python 3's zlib already does).
-crc32 = zlib.crc32
+crc32 = zlib_ng.crc32

@@ -1,4 +1,6 @@
-"""The message CRC: IEEE CRC-32 as java.util.zip.CRC32, from zlib and from crcmod alike."""
+"""The message CRC: IEEE CRC-32 as java.util.zip.CRC32, from zlib-ng, zlib and crcmod alike."""
+
+import zlib
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -21,10 +23,16 @@ def test_crc32_of_nothing_is_zero():
 
 
 @given(st.binary(max_size=4096))
-def test_zlib_and_crcmod_agree_and_are_unsigned(data):
+def test_zlib_ng_zlib_and_crcmod_agree_and_are_unsigned(data):
     value = crc32(data)
-    assert value == crcmod_crc32(data)
+    assert value == zlib.crc32(data) == crcmod_crc32(data)
     assert 0 <= value <= 0xFFFFFFFF
+
+
+def test_crc32_agrees_with_zlib_on_buffers_past_its_vector_thresholds():
+    data = bytes(range(256)) * 4100  # ~1 MiB: the carry-less-multiply path, and odd tails
+    for end in (len(data), len(data) - 1, 64, 63, 15):
+        assert crc32(data[:end]) == zlib.crc32(data[:end])
 
 
 @given(st.binary(max_size=256))
