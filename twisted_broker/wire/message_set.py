@@ -298,15 +298,18 @@ def iter_messages(buf: Buffer, base_offset: int = 0,
     end = len(data)
     pos = 0
     unpack_header = ENTRY_HEADER_1.unpack_from
+    new_message = Message
     while end - pos >= LENGTH_BYTES:
-        if end - pos >= ENTRY_HEADER_1.size:
+        # The usual entries, with nothing looked up but locals.
+        while end - pos >= 10:
             size, magic, attributes, crc = unpack_header(data, pos)
             stop = pos + 4 + size
-            if magic == MAGIC_1 and not attributes & CODEC_MASK and size >= 6 and stop <= end:
-                yield (base_offset + pos, base_offset + stop,
-                       Message(MAGIC_1, attributes, crc, data[pos + 10:stop]))
-                pos = stop
-                continue
+            if magic != 1 or attributes & 3 or size < 6 or stop > end:  # MAGIC_1, CODEC_MASK
+                break
+            yield base_offset + pos, base_offset + stop, new_message(1, attributes, crc, data[pos + 10:stop])
+            pos = stop
+        if end - pos < LENGTH_BYTES:
+            break
         entry = _checked_entry(view, pos, end)
         if entry is None:
             break
