@@ -8,7 +8,7 @@ that row is skipped with a note. One topic per test, one partition, logs under t
 directory.
 
 Flush policy and visibility. As in Kafka 0.7, a consumer sees a message only once a flush
-(an fsync on the broker's flusher thread) has covered it. The policy here is
+(an fsync, in the broker's fsync process) has covered it. The policy here is
 ``log.flush.interval=1``: every append asks for a flush. One fsync per log is in flight at a
 time and whatever arrives meanwhile waits for the next one (group commit), so the fsyncs
 run back to back under load, each covering everything appended during the one before, and
@@ -143,7 +143,7 @@ class TwistedBroker(Peer):
     settings = {
         "server": "twistd -n broker, 127.0.0.1, 1 partition per topic, registered in a local ZooKeeper",
         "persistence": f"Kafka 0.7 log; log.flush.interval={FLUSH_MESSAGES}: each append asks for a flush "
-                       "(fsync, on the flusher thread), one in flight per log, the next covering all "
+                       f"(fsync, log.flush.worker={FLUSH_WORKER}), one in flight per log, the next covering all "
                        "that arrived meanwhile (group commit); a message is visible to consumers once "
                        "flushed",
         "broker properties": ", ".join(f"{key}={value}" for key, value in BROKER_SETTINGS.items()),

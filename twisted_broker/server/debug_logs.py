@@ -2,7 +2,8 @@
 ``offsets`` and ``flush`` (server/debug_commands.py dispatches to them).
 
 All read-only except ``flush``, which starts an fsync of each log and answers once the
-flusher thread has finished, polling instead of blocking the reactor. Reactor thread only.
+flusher (process or thread) has finished, polling instead of blocking the reactor. Reactor
+thread only.
 """
 
 from __future__ import annotations
@@ -120,7 +121,7 @@ class LogCommands:
     def flush(self, args: list[str]) -> Deferred:
         """Start an fsync of every log (of a topic) and answer once all have finished.
 
-        ``Log.flush`` would block the reactor while the flusher thread works; instead this polls
+        ``Log.flush`` would block the reactor while the fsync runs; instead this polls
         every ``FLUSH_POLL_S`` until each newest segment's flushed size reaches its size at the
         start (a roll or retention in between flushes it too).
         """
@@ -170,7 +171,7 @@ def log_named(logs: LogManager, topic: str, partition: int) -> Log:
 
 
 def publish_flushes(log_: Log) -> None:
-    """Let ``log_`` publish the flushes its flusher thread finished (reading end_offset does)."""
+    """Let ``log_`` publish the flushes its flusher finished (reading end_offset does)."""
     log_.end_offset
 
 
