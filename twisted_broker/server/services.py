@@ -33,6 +33,7 @@ from twisted_broker.storage.log_manager import LogManager
 log = logging.getLogger(__name__)
 
 FIRST_CLEANUP_DELAY_S = 60  # 0.7 runs the first retention pass a minute after start
+FSYNC_RESTART_RETRY_S = 1.0  # after a failed start of a new fsync process
 
 
 class BrokerService(Service):
@@ -75,7 +76,7 @@ class BrokerService(Service):
         if self._flush_worker == "process":
             self._flusher = ProcessFlusher(on_flushed=lambda job: job.log.publish_flushed())
             self._fsync_replies = FsyncReplies(self._flusher, self._reactor)
-            self._reactor.addReader(self._fsync_replies)
+            self._fsync_replies.start()
         else:
             self._flusher = ThreadFlusher(
                 on_flushed=lambda job: self._reactor.callFromThread(job.log.publish_flushed))
@@ -116,7 +117,7 @@ class BrokerService(Service):
 
     def _close_flusher(self) -> None:
         if self._fsync_replies is not None:
-            self._reactor.removeReader(self._fsync_replies)
+            self._fsync_replies.stop()
             self._fsync_replies = None
         if self._flusher is not None:
             self._flusher.close()
@@ -171,6 +172,15 @@ class FsyncReplies:
     def __init__(self, flusher: ProcessFlusher, reactor) -> None:
         self.flusher = flusher
         self._reactor = reactor
+        self._retry = None
+
+    def start(self) -> None:
+        self._reactor.addReader(self)
+
+    def stop(self) -> None:
+        self._reactor.removeReader(self)
+        if self._retry is not None and self._retry.active():
+            self._retry.cancel()
 
     def fileno(self) -> int:
         return self.flusher.fileno()
@@ -179,12 +189,22 @@ class FsyncReplies:
         # An exception escaping doRead would make the reactor drop this reader, and no flush
         # would be published again: log it and go on.
         try:
-            if not self.flusher.read_replies():
-                self._reactor.removeReader(self)  # before restart() closes the old socket
-                self.flusher.restart()
-                self._reactor.addReader(self)
+            alive = self.flusher.read_replies()
         except Exception:  # noqa: BLE001
             log.exception("applying the fsync process's replies failed")
+            return
+        if not alive:
+            self._reactor.removeReader(self)  # before restart() closes the old socket
+            self._restart()
+
+    def _restart(self) -> None:
+        try:
+            self.flusher.restart()
+        except Exception:  # noqa: BLE001 - e.g. out of processes: the flushes wait, and we retry
+            log.exception("cannot start a new fsync process; trying again in %g s", FSYNC_RESTART_RETRY_S)
+            self._retry = self._reactor.callLater(FSYNC_RESTART_RETRY_S, self._restart)
+            return
+        self._reactor.addReader(self)
 
     def connectionLost(self, reason) -> None:
         pass

@@ -1,11 +1,13 @@
-"""Where the fsyncs of the flush policy run: inline, or on one background thread.
+"""Where the fsyncs of the flush policy run: inline, or on one background thread (the third
+place, a process of their own, is process_flusher.py, the broker's default).
 
 An fsync of a 2 MB flush interval takes milliseconds; on the append path it would halve the
 log's throughput and stall every connection of the reactor. So a log hands each flush to a
-flusher as a ``FlushJob`` and keeps appending; the job's bytes become visible to readers only
-when the log, on its own thread, publishes what the job reports as durable (``Log`` publishes
-jobs in submission order). ``ThreadFlusher`` is the one thread this package starts: the
-broker starts and stops it with its services; nothing else in storage runs off the caller's
+flusher (``submit``, which returns the job) and keeps appending; the job's bytes become
+visible to readers only when the log, on its own thread, publishes what the job reports as
+durable (``Log`` publishes jobs in submission order). ``ThreadFlusher`` is the one thread this
+package starts, and ``ProcessFlusher`` the one process: the broker starts and stops the one
+``log.flush.worker`` names with its services; nothing else in storage runs off the caller's
 thread.
 
 A job fsyncs what the segment holds when its fsync *starts*, not when it was submitted, and
