@@ -30,7 +30,25 @@ from typing import Protocol
 log = logging.getLogger(__name__)
 
 
-class FlushJob:
+def timed_fdatasync(fd: int) -> float:
+    """fdatasync ``fd``; return the seconds it took. Raises OSError."""
+    started = time.perf_counter()
+    os.fdatasync(fd)
+    return time.perf_counter() - started
+
+
+class RoundFigures:
+    """A job's per-round figures for LogFlushStats; the log counts them as it publishes."""
+
+    __slots__ = ()  # the attributes are the subclasses' slots
+
+    def count_round(self, seconds: float) -> None:
+        self.rounds += 1
+        self.seconds += seconds
+        self.seconds_max = max(self.seconds_max, seconds)
+
+
+class FlushJob(RoundFigures):
     """fsyncs of one segment, through a descriptor of its own, in one or more rounds.
 
     ``written()`` (the segment's size) is read at the start of each round: the bytes written
@@ -52,7 +70,6 @@ class FlushJob:
         self.size = 0  # durable bytes so far (0: no round finished yet)
         self.error: OSError | None = None
         self.finished = threading.Event()
-        # Per-round figures for LogFlushStats; the log counts them as it publishes.
         self.rounds, self.seconds, self.seconds_max = 0, 0.0, 0.0
         self.counted_rounds, self.counted_seconds = 0, 0.0
         self.log = owner  # the Log that submitted it, for the flusher's callbacks
@@ -80,16 +97,12 @@ class FlushJob:
                 with self._lock:
                     self._again = False
                     size = self._written()
-                started = time.perf_counter()
                 try:
-                    os.fdatasync(self.fd)
+                    seconds = timed_fdatasync(self.fd)
                 except OSError as exc:
                     self.error = exc
                     return
-                seconds = time.perf_counter() - started
-                self.rounds += 1
-                self.seconds += seconds
-                self.seconds_max = max(self.seconds_max, seconds)
+                self.count_round(seconds)
                 with self._lock:
                     self.size = size
                     if not self._again or self._written() == size:

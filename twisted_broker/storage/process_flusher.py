@@ -20,10 +20,10 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable
 
 from twisted_broker.storage import fsync_worker
+from twisted_broker.storage.flusher import RoundFigures, timed_fdatasync
 from twisted_broker.storage.fsync_worker import CLOSE, MORE, OPEN, REPLY, REQUEST
 
 log = logging.getLogger(__name__)
@@ -32,7 +32,7 @@ STOP_TIMEOUT_S = 10.0  # for the fsync process to exit once the broker closes it
 MAX_JOB_ID = 0xFFFFFFFF
 
 
-class RemoteFlushJob:
+class RemoteFlushJob(RoundFigures):
     """A FlushJob (flusher.py) whose rounds run in the fsync process; the same attributes."""
 
     __slots__ = ("id", "fd", "_written", "_flusher", "requested", "sent", "size", "error", "finished",
@@ -68,20 +68,14 @@ class RemoteFlushJob:
         if self.finished.is_set():
             return
         size = self._written()
-        started = time.perf_counter()
         try:
-            os.fdatasync(self.fd)
+            seconds = timed_fdatasync(self.fd)
         except OSError as exc:
             self.error = exc
         else:
-            self.count_round(size, time.perf_counter() - started)
+            self.count_round(seconds)
+            self.size = max(self.size, size)
         self._flusher.end(self)
-
-    def count_round(self, size: int, seconds: float) -> None:
-        self.size = max(self.size, size)
-        self.rounds += 1
-        self.seconds += seconds
-        self.seconds_max = max(self.seconds_max, seconds)
 
 
 class ProcessFlusher:
@@ -198,7 +192,8 @@ class ProcessFlusher:
                 job.error = OSError(errno, os.strerror(errno))
                 self.end(job)
             else:
-                job.count_round(size, seconds)
+                job.count_round(seconds)
+                job.size = max(job.size, size)
                 if job.size >= job.requested:
                     self.end(job)
         if self._stalled and alive:
