@@ -19,7 +19,7 @@ import logging
 
 from twisted.application.service import Service
 from twisted.internet.defer import inlineCallbacks
-from twisted.internet.interfaces import IReadDescriptor
+from twisted.internet.interfaces import IReadWriteDescriptor
 from twisted.internet.protocol import Factory
 from twisted.internet.task import LoopingCall
 from zope.interface import implementer
@@ -165,20 +165,23 @@ class BrokerService(Service):
         log.info("broker stopped cleanly")
 
 
-@implementer(IReadDescriptor)
+@implementer(IReadWriteDescriptor)
 class FsyncReplies:
-    """The fsync process's replies, applied when the reactor finds its socket readable."""
+    """The fsync process's socket in the reactor: replies applied when it is readable, held
+    back requests sent when it is writable again (watched for writing only while stalled)."""
 
     def __init__(self, flusher: ProcessFlusher, reactor) -> None:
         self.flusher = flusher
         self._reactor = reactor
         self._retry = None
+        flusher.on_stalled = lambda: reactor.addWriter(self)
 
     def start(self) -> None:
         self._reactor.addReader(self)
 
     def stop(self) -> None:
         self._reactor.removeReader(self)
+        self._reactor.removeWriter(self)
         if self._retry is not None and self._retry.active():
             self._retry.cancel()
 
@@ -195,7 +198,23 @@ class FsyncReplies:
             return
         if not alive:
             self._reactor.removeReader(self)  # before restart() closes the old socket
+            self._reactor.removeWriter(self)
             self._restart()
+        else:
+            self._watch_writable()
+
+    def doWrite(self) -> None:
+        try:
+            self.flusher.send_backlog()
+        except Exception:  # noqa: BLE001
+            log.exception("sending held back requests to the fsync process failed")
+        self._watch_writable()
+
+    def _watch_writable(self) -> None:
+        if self.flusher.stalled:
+            self._reactor.addWriter(self)
+        else:
+            self._reactor.removeWriter(self)
 
     def _restart(self) -> None:
         try:

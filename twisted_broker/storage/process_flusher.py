@@ -2,8 +2,8 @@
 
 The broker's reactor thread does everything here: a job's requests are small records sent on
 a non-blocking socket, and the replies are read when the socket is readable (the broker
-registers ``fileno()`` with its reactor and calls ``read_replies()``; without a reactor,
-``poll()``). A job ends when the fsync process has made all it was asked for durable, or
+registers ``fileno()`` with its reactor and calls ``read_replies()``, and ``send_backlog()``
+when the socket is writable while ``stalled``; without a reactor, ``poll()``). A job ends when the fsync process has made all it was asked for durable, or
 when the log waits for it (``wait()``: a roll, a close), which fsyncs on the caller's thread
 at once rather than wait for a reply the caller itself would have to read.
 
@@ -88,6 +88,7 @@ class ProcessFlusher:
         self._last_id = 0
         self._stalled = False  # a request found the socket full: resend what is missing
         self._unsent_closes: list[int] = []
+        self.on_stalled: Callable[[], object] | None = None  # called when a request finds the socket full
         self._process: subprocess.Popen | None = None
         self._channel: socket.socket | None = None
         self._start()
@@ -137,7 +138,7 @@ class ProcessFlusher:
         except BlockingIOError:
             # Hundreds of requests wait for a long fsync: the process will reply, and
             # read_replies sends what is still wanted then.
-            self._stalled = True
+            self._stall()
             return
         except OSError as exc:
             # The process is gone; read_replies sees the end of the socket and restarts it.
@@ -160,10 +161,36 @@ class ProcessFlusher:
                 self._channel.send(REQUEST.pack(CLOSE, job_id, 0))
                 return
             except BlockingIOError:
-                self._stalled = True
+                self._stall()
             except OSError:
                 return  # the process is gone, and its descriptors with it
         self._unsent_closes.append(job_id)
+
+    def _stall(self) -> None:
+        if not self._stalled:
+            self._stalled = True
+            if self.on_stalled is not None:
+                self.on_stalled()
+
+    @property
+    def stalled(self) -> bool:
+        """True while requests wait for room in the socket (``send_backlog`` once writable)."""
+        return self._stalled
+
+    def send_backlog(self) -> bool:
+        """Send what a full socket held back; True when nothing is left waiting.
+
+        The broker calls it when the socket is writable again, and read_replies after every
+        reply: a socket full of CLOSE records alone would bring no reply.
+        """
+        self._stalled = False
+        closes, self._unsent_closes = self._unsent_closes, []
+        for job_id in closes:
+            self._send_close(job_id)
+        for job in list(self._jobs.values()):
+            if job.sent < job.requested:
+                self.send_wanted(job)
+        return not self._stalled
 
     def read_replies(self) -> bool:
         """Apply the replies waiting; call ``on_flushed`` for each job they moved.
@@ -197,13 +224,7 @@ class ProcessFlusher:
                 if job.size >= job.requested:
                     self.end(job)
         if self._stalled and alive:
-            self._stalled = False
-            closes, self._unsent_closes = self._unsent_closes, []
-            for job_id in closes:
-                self._send_close(job_id)
-            for job in list(self._jobs.values()):
-                if job.sent < job.requested:
-                    self.send_wanted(job)
+            self.send_backlog()
         if self._on_flushed is not None:
             for job in moved.values():
                 self._on_flushed(job)
@@ -220,8 +241,12 @@ class ProcessFlusher:
         self._start()
 
     def poll(self, timeout: float | None = None) -> None:
-        """Wait up to ``timeout`` for replies and apply them (for use without a reactor)."""
-        readable, _, _ = select.select([self._channel], [], [], timeout)
+        """Wait up to ``timeout`` for replies or, while stalled, room to send, and act on
+        them (for use without a reactor)."""
+        readable, writable, _ = select.select([self._channel], [self._channel] if self._stalled else [], [],
+                                              timeout)
+        if writable:
+            self.send_backlog()
         if readable and not self.read_replies():
             self.restart()
 

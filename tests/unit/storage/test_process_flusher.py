@@ -132,6 +132,24 @@ def test_requests_that_find_the_socket_full_are_sent_once_the_process_answers(fl
     assert job.size == size[0] == 5001 * len(ENTRY)
 
 
+def test_requests_held_back_behind_records_that_bring_no_reply_are_sent_once_there_is_room(flusher, data_file):
+    written = os.write(data_file, ENTRY)
+    stalled = []
+    flusher.on_stalled = lambda: stalled.append(True)
+    os.kill(flusher.pid, signal.SIGSTOP)
+    try:
+        while not flusher.stalled:  # jobs the log flushes itself: an OPEN and a CLOSE each
+            flusher.submit(data_file, lambda: written).wait()
+        assert stalled == [True]
+        job = flusher.submit(data_file, lambda: written)  # held back: the socket is full
+    finally:
+        os.kill(flusher.pid, signal.SIGCONT)
+    # The process reads the OPENs and CLOSEs and has nothing to answer: only room in the
+    # socket lets the held-back request out.
+    poll_until(flusher, job.finished.is_set)
+    assert job.size == written and not flusher.stalled
+
+
 def test_a_killed_fsync_process_is_replaced_and_the_open_jobs_finish(flusher, data_file):
     first = flusher.pid
     os.kill(first, signal.SIGSTOP)
