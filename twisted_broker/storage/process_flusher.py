@@ -3,9 +3,10 @@
 The broker's reactor thread does everything here: a job's requests are small records sent on
 a non-blocking socket, and the replies are read when the socket is readable (the broker
 registers ``fileno()`` with its reactor and calls ``read_replies()``, and ``send_backlog()``
-when the socket is writable while ``stalled``; without a reactor, ``poll()``). A job ends when the fsync process has made all it was asked for durable, or
-when the log waits for it (``wait()``: a roll, a close), which fsyncs on the caller's thread
-at once rather than wait for a reply the caller itself would have to read.
+when the socket is writable while ``stalled``; without a reactor, ``poll()``). A job ends
+when the fsync process has made all it was asked for durable, or when the log waits for it
+(``wait()``: a roll, a close), which fsyncs on the caller's thread at once rather than wait
+for a reply the caller itself would have to read.
 
 If the fsync process dies, it is started again and the unfinished jobs are sent to it anew:
 a flush is late, never lost.
@@ -129,15 +130,15 @@ class ProcessFlusher:
     def send_wanted(self, job: RemoteFlushJob) -> None:
         """Tell the fsync process the size ``job`` wants durable (opening the job there first)."""
         if self._stalled:
-            return  # the next reply resends it
+            return  # send_backlog sends it once there is room
         try:
             if job.sent < 0:
                 socket.send_fds(self._channel, [REQUEST.pack(OPEN, job.id, job.requested)], [job.fd])
             else:
                 self._channel.send(REQUEST.pack(MORE, job.id, job.requested))
         except BlockingIOError:
-            # Hundreds of requests wait for a long fsync: the process will reply, and
-            # read_replies sends what is still wanted then.
+            # Hundreds of requests wait behind a long fsync: send_backlog sends what is still
+            # wanted once the socket has room (or a reply has come).
             self._stall()
             return
         except OSError as exc:
