@@ -289,9 +289,9 @@ def iter_messages(buf: Buffer, base_offset: int = 0,
     iter_entries. On 200-byte messages this is about 3x faster than iter_entries + a filter.
     Its payloads are bytes, copied out of ``buf`` (which is copied to bytes first unless it
     is bytes) or out of the decompressed wrapper: slicing bytes costs less than slicing a
-    view, and a payload kept does not keep the whole fetch alive. ``on_end(valid_bytes)`` is called when the iteration reaches the
-    end of the complete entries, so a consumer learns its next fetch offset without a second
-    walk.
+    view, and a payload kept does not keep the whole fetch alive. ``on_end(valid_bytes)`` is
+    called when the iteration reaches the end of the complete entries, so a consumer learns
+    its next fetch offset without a second walk.
     """
     data = buf if type(buf) is bytes else bytes(buf)
     view = memoryview(data)
