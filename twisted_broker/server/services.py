@@ -200,20 +200,15 @@ class FsyncReplies:
             self._reactor.removeReader(self)  # before restart() closes the old socket
             self._reactor.removeWriter(self)
             self._restart()
-        else:
-            self._watch_writable()
 
     def doWrite(self) -> None:
+        # Watched for writing from the flusher's on_stalled until nothing is held back (a
+        # reply may have sent the backlog already: then this only stops the watching).
         try:
             self.flusher.send_backlog()
         except Exception:  # noqa: BLE001
             log.exception("sending held back requests to the fsync process failed")
-        self._watch_writable()
-
-    def _watch_writable(self) -> None:
-        if self.flusher.stalled:
-            self._reactor.addWriter(self)
-        else:
+        if not self.flusher.stalled:
             self._reactor.removeWriter(self)
 
     def _restart(self) -> None:

@@ -76,3 +76,31 @@ def test_stop_cancels_a_pending_retry(tmp_path):
     replies.stop()
     assert not reactor.getDelayedCalls()
     flusher.close()
+
+
+def test_a_stalled_socket_is_watched_for_writing_until_the_backlog_is_sent(tmp_path):
+    flusher = ProcessFlusher()
+    reactor = MemoryReactorClock()
+    replies = FsyncReplies(flusher, reactor)
+    replies.start()
+    fd = os.open(tmp_path / "segment", os.O_RDWR | os.O_CREAT)
+    written = os.write(fd, b"x" * 12)
+    os.kill(flusher.pid, signal.SIGSTOP)
+    try:
+        while not flusher.stalled:  # OPEN and CLOSE records, which bring no reply
+            flusher.submit(fd, lambda: written).wait()
+        assert replies in reactor.getWriters()
+        job = flusher.submit(fd, lambda: written)  # held back
+    finally:
+        os.kill(flusher.pid, signal.SIGCONT)
+    try:
+        assert select.select([], [flusher.fileno()], [], 10)[1], "no room in the socket"
+        replies.doWrite()
+        assert replies not in reactor.getWriters() and not flusher.stalled
+        readable(flusher)
+        replies.doRead()
+        assert job.finished.is_set() and job.size == written
+    finally:
+        replies.stop()
+        flusher.close()
+        os.close(fd)
