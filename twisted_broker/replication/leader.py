@@ -22,9 +22,12 @@ newer epoch seen
 =================================================  ===========================================
 
 ``HW = min(end of every ISR member)`` (the leader's own end included), never lower than
-before. A follower that has not fetched since this leader took office has no known end, and
-while one is in the ISR the HW stays where the new leader found it. One proposal at a time:
-what the ZooKeeper write brings back decides the next, as Kafka's leader does.
+before. While a proposal is being written, the HW counts the members of both the current and
+the proposed ISR (Kafka's "maximal ISR", KIP-497): a follower proposed in at the HW of the
+moment must not find the HW moved past it by the time the write lands, or the ISR would name
+a replica that lacks committed messages. A follower that has not fetched since this leader
+took office has no known end, and while one is in the ISR the HW stays where the new leader
+found it. One proposal at a time: what the ZooKeeper write brings back decides the next.
 """
 
 from __future__ import annotations
@@ -161,7 +164,7 @@ class LeaderPartition:
         if self.fenced:
             return NOTHING
         ends = [self.log_end]
-        for b in self.isr:
+        for b in {*self.isr, *(self.pending_isr or ())}:
             if b != self.broker_id:
                 end = self.followers[b].end if b in self.followers else None
                 if end is None:

@@ -73,6 +73,16 @@ def test_a_follower_outside_the_isr_is_proposed_back_once_it_reaches_the_high_wa
     assert p.pending_isr is None
 
 
+def test_while_a_follower_is_proposed_in_the_high_watermark_waits_for_it_too():
+    # found by the property test below: without the rule, the ISR named a follower that
+    # lacked a committed message once the write landed
+    p = leader(isr=(0, 2), log_end=2, hw=0)
+    assert p.follower_fetched(1, 0, now_ms=1).propose_isr == (0, 2, 1)
+    assert p.follower_fetched(2, 1, now_ms=1) == Decision()  # not 1: follower 1 holds nothing
+    assert p.isr_written((0, 2, 1)) == Decision()
+    assert p.follower_fetched(1, 1, now_ms=2) == Decision(high_watermark=1)
+
+
 def test_fenced_leader_refuses_writes_and_freezes_the_high_watermark():
     p = leader(isr=(0,))
     p.fence()
