@@ -147,6 +147,22 @@ class Log:
             return None
         return segment.region(offset - segment.start, max_size)
 
+    def read_written(self, offset: int, max_size: int) -> FileRegion | None:
+        """Like ``read``, but up to everything written, committed or not: what a leader sends
+        its followers. None at the written end. Raises OffsetOutOfRange or InvalidMessage."""
+        if self._pending:
+            self._reap()
+        index = bisect_right(self._starts, offset) - 1
+        if index < 0 or offset > self.written_end:
+            raise OffsetOutOfRange(f"offset {offset} is outside [{self.first_offset}, {self.written_end}] of {self.name}")
+        segment = self._segments[index]
+        while offset >= segment.start + segment.size:
+            if index == len(self._segments) - 1 or max_size <= 0:
+                return None
+            index += 1  # an empty segment left by a cut: its successor starts at the same offset
+            segment = self._segments[index]
+        return segment.region(offset - segment.start, max_size, written=True)
+
     def offsets_before(self, time_ms: int, max_count: int) -> list[int]:
         """Offsets of segment starts last written at or before ``time_ms``, newest first.
 

@@ -203,7 +203,7 @@ class Segment:
         if self._index[-1] != size:
             self._index.append(size)
 
-    def region(self, position: int, max_bytes: int) -> FileRegion:
+    def region(self, position: int, max_bytes: int, *, written: bool = False) -> FileRegion:
         """The flushed bytes from ``position``, at most ``max_bytes``, cut at a message boundary.
 
         If not even the first message fits in ``max_bytes``, the region is the raw
@@ -212,11 +212,13 @@ class Segment:
 
         Bytes not yet known to be valid are CRC-checked first; the region ends before a
         damaged message, and InvalidMessage is raised if it would start with one.
+        ``written``: up to what is written, visible or not (a leader serving its followers).
         """
         if position in self.damaged_messages:
             raise self._damage_error(position)
-        limit = min(position + max_bytes, self.visible_size)
-        end = limit if limit == self.visible_size else self._last_boundary(position, limit)
+        available = self.size if written else self.visible_size
+        limit = min(position + max_bytes, available)
+        end = limit if limit == available else self._last_boundary(position, limit)
         if end <= position:
             end = limit
             if position < limit and self.verified.covered_until(position) == position:

@@ -117,3 +117,17 @@ def test_truncate_keeps_what_was_not_committed_hidden(make_log, batch):
 def test_a_0_7_log_refuses_a_published_high_watermark(make_log):
     with pytest.raises(ValueError, match="publishes its flushes"):
         make_log().publish_to(0)
+
+
+def test_a_leader_reads_for_its_followers_past_the_high_watermark_up_to_what_is_written(make_log, batch):
+    log = make_log(file_size=20, flush_interval_messages=1000)
+    log.use_high_watermark(0)
+    for payload in (b"ab", b"cd", b"ef"):
+        log.append(batch([payload]))
+    with log.read_written(0, 100) as region:
+        assert region.length == 24  # the first segment, whole (a region never spans two)
+    with log.read_written(24, 100) as region:
+        assert region.length == 12
+    assert log.read_written(36, 100) is None
+    with pytest.raises(OffsetOutOfRange):
+        log.read_written(48, 100)
