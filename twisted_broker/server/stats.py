@@ -72,7 +72,7 @@ class ConnectionStats:
     responses: int = 0  # sent: produce requests have none
     bytes_received: int = 0
     bytes_sent: int = 0
-    last_request: str = "-"  # the type of the last request, as REQUEST_NAMES spells it
+    last_request: str = "NA"  # the last request's type as REQUEST_NAMES spells it; ZooKeeper's NA before one
     queued: Callable[[], int] = lambda: 0
     reading: Callable[[], bool] = lambda: True
 

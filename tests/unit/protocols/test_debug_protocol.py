@@ -14,7 +14,7 @@ from twisted.internet.defer import Deferred, fail, succeed
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 
-from twisted_broker.protocols.debug import MAX_LINE_BYTES, DebugFactory
+from twisted_broker.protocols.debug import BANNER_DELAY_S, MAX_LINE_BYTES, DebugFactory
 from twisted_broker.server.debug_commands import Answer, DebugCommands
 from twisted_broker.server.stats import BrokerStats, RequestStats
 from twisted_broker.storage.flusher import InlineFlusher
@@ -45,11 +45,14 @@ def commands(logs, clock) -> DebugCommands:
     return DebugCommands(logs, BrokerStats(RequestStats(60, clock.seconds)), clock=clock, broker_id=3)
 
 
-def connect(commands, clock, idle_timeout_s: float | None = IDLE_S):
+def connect(commands, clock, idle_timeout_s: float | None = IDLE_S, greeted: bool = True):
+    """A session; ``greeted``: once its greeting is out (an interactive session, no one-shot)."""
     factory = DebugFactory(commands, clock=clock, idle_timeout_s=idle_timeout_s)
     protocol = factory.buildProtocol(None)
     transport = StringTransport()
     protocol.makeConnection(transport)
+    if greeted:
+        clock.advance(BANNER_DELAY_S)
     return factory, protocol, transport
 
 
