@@ -217,7 +217,8 @@ def _is_word(line: bytes) -> bool:
 
 
 class DebugFactory(Factory):
-    """Builds debug sessions over one ``DebugCommands``; ``clock`` drives the idle timeouts."""
+    """Builds debug sessions over one ``DebugCommands``; ``clock`` drives the idle timeouts and
+    the greeting's delay."""
 
     noisy = False
 
