@@ -1,63 +1,27 @@
 """ZooKeeper's four-letter words (server/debug_words.py) and BROKER-P partition arguments, run
-through DebugCommands against real logs, a real Broker for the traffic, and a task.Clock."""
+through DebugCommands against real logs, a real Broker for the traffic, and a task.Clock (the
+fixtures of test_debug_commands.py)."""
 
 from __future__ import annotations
 
 import re
 
 import pytest
-from twisted.internet.task import Clock
 
+from tests.unit.protocols.test_debug_commands import clock, commands, logs, run, stats  # noqa: F401 (fixtures)
 from twisted_broker import __version__
 from twisted_broker.server.broker import Broker
-from twisted_broker.server.debug_commands import Answer, DebugCommands
-from twisted_broker.server.stats import BrokerStats, RequestStats
-from twisted_broker.storage.flusher import InlineFlusher
-from twisted_broker.storage.log import LogPolicy
-from twisted_broker.storage.log_manager import LogManager
+from twisted_broker.server.debug_commands import DebugCommands
+from twisted_broker.server.stats import BrokerStats
 from twisted_broker.wire.message_set import encode_message_set
 from twisted_broker.wire.requests import FETCH, PRODUCE, FetchRequest, ProduceRequest
 
-BROKER_ID = 7
+BROKER_ID = 7  # the commands fixture's
 
 
 @pytest.fixture
-def clock() -> Clock:
-    clock = Clock()
-    clock.advance(1_700_000_000)
-    return clock
-
-
-@pytest.fixture
-def logs(tmp_path, clock) -> LogManager:
-    manager = LogManager(str(tmp_path / "logs"), now=clock.seconds, partitions_for=lambda topic: 2,
-                         policy_for=lambda topic: LogPolicy(flush_interval_messages=1), flusher=InlineFlusher())
-    manager.open()
-    yield manager
-    manager.close()
-
-
-@pytest.fixture
-def stats(clock) -> BrokerStats:
-    return BrokerStats(RequestStats(60, clock.seconds))
-
-
-@pytest.fixture
-def broker(logs, stats) -> Broker:
+def broker(logs, stats) -> Broker:  # noqa: F811 (fixtures)
     return Broker(logs, stats)
-
-
-@pytest.fixture
-def commands(logs, stats, clock) -> DebugCommands:
-    return DebugCommands(logs, stats, clock=clock, broker_id=BROKER_ID)
-
-
-def run(commands: DebugCommands, line: str) -> list[str]:
-    answers: list[Answer] = []
-    commands.execute(line).addCallback(answers.append)
-    (answer,) = answers
-    assert all(answer.lines), "an empty line would end the answer early"
-    return answer.lines
 
 
 def traffic(broker: Broker, stats: BrokerStats) -> None:
