@@ -95,6 +95,7 @@ class Broker:
         for stats in (self.stats.topic(topic), self.stats.all_topics):
             stats.messages_in += messages.message_count
             stats.bytes_in += len(messages)
+        self.stats.appended(topic, partition, messages.message_count)
 
     def _failed_produce(self, topic: str) -> None:
         self.stats.all_topics.failed_produce_requests += 1

@@ -7,7 +7,8 @@
   fetch requests.
 - ``ConnectionStats`` is one open Kafka-protocol connection as ZooKeeper's ``cons`` shows its
   sessions: requests, bytes, last activity. ``RequestStats`` keeps the open ones.
-- Flush statistics (LogFlushStats) and per-log figures are read from the logs themselves.
+- Flush statistics (LogFlushStats) and per-log figures are read from the logs themselves; the
+  per-log message rate (for the admin console; no 0.7 bean) is counted per appended message set.
 
 Nothing here is thread-safe: the reactor thread updates and reads them.
 """
@@ -20,6 +21,8 @@ from dataclasses import dataclass, field
 from twisted_broker.storage.log import Log
 from twisted_broker.storage.log_manager import LogManager
 from twisted_broker.wire.requests import REQUEST_NAMES
+
+LOG_RATE_WINDOW_S = 60.0
 
 
 class WindowedCounter:
@@ -94,6 +97,7 @@ class RequestStats:
     """SocketServerStats: request counts, rates and times per type; bytes read and written."""
 
     def __init__(self, window_seconds: float, now: Callable[[], float]) -> None:
+        self.now = now
         self._by_type = {request_type: RequestTypeStats(WindowedCounter(window_seconds, now))
                          for request_type in REQUEST_NAMES}
         self.bytes_read = WindowedCounter(window_seconds, now)
@@ -155,6 +159,15 @@ class BrokerStats:
     requests: RequestStats
     all_topics: TopicStats = field(default_factory=TopicStats)
     topics: dict[str, TopicStats] = field(default_factory=dict)
+    # (topic, partition) -> messages appended, over the last minute as the console's byte rate.
+    log_messages: dict[tuple[str, int], WindowedCounter] = field(default_factory=dict)
+
+    def appended(self, topic: str, partition: int, count: int) -> None:
+        """Count a message set appended to a log: one call per set, not per message."""
+        counter = self.log_messages.get((topic, partition))
+        if counter is None:
+            counter = self.log_messages[(topic, partition)] = WindowedCounter(LOG_RATE_WINDOW_S, self.requests.now)
+        counter.add(count)
 
     def topic(self, name: str) -> TopicStats:
         stats = self.topics.get(name)
@@ -203,4 +216,10 @@ def broker_snapshot(stats: BrokerStats, logs: LogManager) -> dict:
             "all_topics": stats.all_topics.snapshot(),
             "topics": {name: topic.snapshot() for name, topic in sorted(stats.topics.items())},
             "log_flush": flush_snapshot(logs.logs()),
-            "logs": [log_snapshot(log) for log in sorted(logs.logs(), key=lambda log: (log.topic, log.partition))]}
+            "logs": [{**log_snapshot(log), "messages_per_second": _log_rate(stats, log)}
+                     for log in sorted(logs.logs(), key=lambda log: (log.topic, log.partition))]}
+
+
+def _log_rate(stats: BrokerStats, log: Log) -> float:
+    counter = stats.log_messages.get((log.topic, log.partition))
+    return counter.rate() if counter is not None else 0.0  # nothing appended since the start

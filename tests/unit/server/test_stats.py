@@ -66,7 +66,23 @@ def test_broker_snapshot_reports_flushes_and_per_log_figures(tmp_path):
     assert snapshot["log_flush"]["flushes"] == 1
     (entry,) = snapshot["logs"]
     assert entry == {"topic": "t", "partition": 0, "size": 2 * 11, "segments": 1, "first_offset": 0,
-                     "current_offset": 22, "messages_appended": 2}
+                     "current_offset": 22, "messages_appended": 2, "messages_per_second": 0.0}
+
+
+def test_each_log_has_a_message_rate_counted_per_appended_set(tmp_path):
+    clock = Clock()
+    logs = LogManager(tmp_path, now=clock, partitions_for=lambda topic: 2)
+    logs.open()
+    logs.get_or_create_log("t", 0)
+    logs.get_or_create_log("t", 1)
+    stats = BrokerStats(RequestStats(600, clock))
+    stats.appended("t", 0, 30)
+    clock.time += 2
+    stats.appended("t", 0, 10)
+    rates = {entry["partition"]: entry["messages_per_second"] for entry in broker_snapshot(stats, logs)["logs"]}
+    assert rates == {0: 40 / 2, 1: 0.0}  # before the first minute ends: the count so far over the time so far
+    clock.time += 60
+    assert broker_snapshot(stats, logs)["logs"][0]["messages_per_second"] == 40 / 60  # the last full minute
 
 
 # --- messages out (estimated) and open connections -------------------------------------------
