@@ -214,8 +214,7 @@ class Broker:
             self._failed_fetch(request.topic)
             return UnknownError.code, None
         if region is not None:
-            self.stats.topic(request.topic).bytes_out += region.length
-            self.stats.all_topics.bytes_out += region.length
+            self.stats.record_fetched(request.topic, region.length)
         return NO_ERROR, region
 
     def _failed_fetch(self, topic: str) -> None:
