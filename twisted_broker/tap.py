@@ -126,25 +126,33 @@ def makeService(options: Options):  # BrokerService, in a MultiService with --we
 
     forward_logging()
     config: BrokerConfig = options.config
-    logs = LogManager(config.log_dir, now=reactor.seconds, partitions_for=config.partitions_for,
+    registration = zk = cluster = None
+    partitions_for = config.partitions_for
+    if config.enable_zookeeper:
+        from twisted_broker.registry.broker_registration import BrokerRegistration
+        from twisted_broker.registry.zookeeper import ZooKeeper
+        from twisted_broker.replication.cluster_state import ClusterState
+
+        zk = ZooKeeper(config.zk_connect, reactor=reactor, session_timeout_ms=config.zk_sessiontimeout_ms)
+        registration = BrokerRegistration(
+            zk, broker_id=config.brokerid, host=_advertised_host(config), startup_ms=int(time.time() * 1000),
+            partitions_for=config.partitions_for, session_timeout_ms=config.zk_sessiontimeout_ms, clock=reactor)
+        cluster = ClusterState(zk)
+
+        def partitions_for(topic: str) -> int:  # a replicated topic's count is its assignment's
+            return cluster.partition_count(topic) or config.partitions_for(topic)
+    logs = LogManager(config.log_dir, now=reactor.seconds, partitions_for=partitions_for,
                       policy_for=policy_for(config), max_topic_name_length=config.max_topic_name_length)
     stats = BrokerStats(RequestStats(config.monitoring_period_secs, reactor.seconds))
-    broker = Broker(logs, stats, max_message_size=config.max_message_size)
+    replication = _replication(config, zk, cluster, logs, stats, reactor) if cluster is not None else None
+    broker = Broker(logs, stats, max_message_size=config.max_message_size,
+                    replication=replication and replication.requests)
     factory = KafkaServerFactory(broker, max_request_size=config.max_socket_request_bytes,
                                  send_buffer_bytes=config.socket_send_buffer,
                                  receive_buffer_bytes=config.socket_receive_buffer, clock=reactor,
                                  fetch_wait_max_ms=config.fetch_wait_max_ms)
     # Bound to 127.0.0.1 unless the configuration names a host, as every port of ours.
     listen = options["listen"] or f"tcp:{config.port}:interface={config.hostname or '127.0.0.1'}"
-    registration = zk = None
-    if config.enable_zookeeper:
-        from twisted_broker.registry.broker_registration import BrokerRegistration
-        from twisted_broker.registry.zookeeper import ZooKeeper
-
-        zk = ZooKeeper(config.zk_connect, reactor=reactor, session_timeout_ms=config.zk_sessiontimeout_ms)
-        registration = BrokerRegistration(
-            zk, broker_id=config.brokerid, host=_advertised_host(config), startup_ms=int(time.time() * 1000),
-            partitions_for=config.partitions_for, session_timeout_ms=config.zk_sessiontimeout_ms, clock=reactor)
     # The wire protocol first: its port is the one registered in ZooKeeper.
     listeners = [Listener("wire protocol", serverFromString(reactor, listen), factory, _abspath(options["port-file"]))]
     if options["debug"] != "none":
@@ -164,15 +172,23 @@ def makeService(options: Options):  # BrokerService, in a MultiService with --we
         zk_connect_timeout_ms=config.zk_connectiontimeout_ms)
     service.broker = broker
     reactor.callWhenRunning(freeze_startup_objects)
-    if options["webui"] == "none":
+    if options["webui"] == "none" and replication is None:
         return service
     from twisted.application.service import MultiService
 
+    # Stops its children in reverse: the console's port closes first, then replication moves
+    # this broker's leaderships away while it still serves, then the listeners and logs.
+    top = MultiService()
+    service.setServiceParent(top)
+    top.broker = broker
+    if replication is not None:
+        replication.setServiceParent(top)
+        top.replication = replication
+    if options["webui"] == "none":
+        return top
     from twisted_broker.server.stats import broker_snapshot
     from webui.service import embedded_console
 
-    top = MultiService()  # stops its children in reverse: the console's port closes before the logs
-    service.setServiceParent(top)
     embedded_console(
         serverFromString(reactor, options["webui"]), reactor=reactor, broker_id=config.brokerid,
         snapshot=lambda: broker_snapshot(stats, logs), zk=zk, zk_connect=config.zk_connect,
@@ -180,5 +196,31 @@ def makeService(options: Options):  # BrokerService, in a MultiService with --we
         partitions_for=config.partitions_for, allow_admin_actions=bool(options["allow-admin-actions"]),
         port_file=_abspath(options["webui-port-file"]),
     ).setServiceParent(top)
-    top.broker = broker
     return top
+
+
+def _replication(config: BrokerConfig, zk, cluster, logs: LogManager, stats: BrokerStats, reactor):
+    """The replication service (docs/replication.md), its request handlers as ``.requests``."""
+    from twisted_broker.replication.controller import Controller
+    from twisted_broker.replication.fetcher import Fetchers
+    from twisted_broker.replication.replica_manager import ReplicaManager
+    from twisted_broker.replication.service import ReplicationService
+    from twisted_broker.server.replication_requests import ReplicationRequests
+
+    manager = ReplicaManager(broker_id=config.brokerid, logs=logs, zk=zk, cluster=cluster, clock=reactor,
+                             lag_time_max_ms=config.replica_lag_time_max_ms,
+                             min_insync_replicas=config.min_insync_replicas)
+    # A follower must be able to fetch the largest message whole, whatever its fetch size.
+    fetchers = Fetchers(manager, reactor=reactor, fetch_wait_max_ms=config.replica_fetch_wait_max_ms,
+                        fetch_max_bytes=max(config.replica_fetch_max_bytes, config.max_message_size + 1024))
+    service = ReplicationService(
+        cluster=cluster, manager=manager, fetchers=fetchers, zk=zk, reactor=reactor,
+        controller=Controller(broker_id=config.brokerid, zk=zk, cluster=cluster, clock=reactor,
+                              unclean_leader_election=config.unclean_leader_election_enable),
+        controlled_shutdown=config.controlled_shutdown_enable,
+        controlled_shutdown_max_ms=config.controlled_shutdown_max_ms)
+    service.requests = ReplicationRequests(
+        manager, stats=stats, max_message_size=config.max_message_size,
+        default_replication_factor=config.default_replication_factor, num_partitions=config.num_partitions,
+        clock=reactor)
+    return service

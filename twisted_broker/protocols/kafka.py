@@ -31,6 +31,7 @@ import socket
 import time
 from collections import deque
 
+from twisted.internet.defer import Deferred
 from twisted.internet.protocol import Factory, Protocol
 
 from twisted_broker.errors import Truncated
@@ -40,7 +41,8 @@ from twisted_broker.server.broker import Broker, CloseConnection, Piece
 from twisted_broker.server.held_fetch import HeldFetch
 from twisted_broker.storage.segment import FileRegion
 from twisted_broker.wire.framing import FrameDecoder, FrameTooLarge
-from twisted_broker.wire.requests import REQUEST_NAMES, TrailingBytes, UnknownRequestType, decode_request
+from twisted_broker.wire.replication import ALL_REQUEST_NAMES
+from twisted_broker.wire.requests import TrailingBytes, UnknownRequestType, decode_request
 
 log = logging.getLogger(__name__)
 
@@ -208,7 +210,7 @@ class KafkaServerProtocol(Protocol):
                 return
             started = time.perf_counter()
             try:
-                request = decode_request(frame)
+                request = decode_request(frame, self._broker.request_classes)
             except (Truncated, TrailingBytes, UnknownRequestType, UnicodeDecodeError) as exc:
                 self._refuse(f"malformed request: {exc}")
                 return
@@ -223,10 +225,34 @@ class KafkaServerProtocol(Protocol):
         except CloseConnection as exc:
             self._refuse(str(exc))
             return
+        if isinstance(pieces, Deferred):  # replication's waiting answers: in order, like a held fetch
+            self._busy = True
+            pieces.addCallbacks(lambda ready: self._answer_later(request, started, ready), self._answer_failed)
+            return
+        self._respond(request, started, pieces)
+
+    def _answer_later(self, request, started: float, pieces) -> None:
+        self._busy = False
+        if self._closing:
+            for piece in pieces:
+                if isinstance(piece, FileRegion):
+                    piece.close()
+            return
+        self._respond(request, started, pieces)
+        if not self._busy:
+            self._resume(False)
+
+    def _answer_failed(self, failure) -> None:
+        log.error("answering a request from %s failed", self._peer(), exc_info=(
+            failure.type, failure.value, failure.getTracebackObject()))
+        self._busy = False
+        self._refuse("internal error")
+
+    def _respond(self, request, started: float, pieces) -> None:
         request_type = self._broker.request_type(request)
         self._connection.requests += 1
         self._connection.responses += bool(pieces)
-        self._connection.last_request = REQUEST_NAMES[request_type]
+        self._connection.last_request = ALL_REQUEST_NAMES[request_type]
         if not any(isinstance(piece, FileRegion) for piece in pieces):
             self._write_bytes(pieces)
             self._stats.record(request_type, time.perf_counter() - started)

@@ -73,6 +73,7 @@ class ReplicaManager:
             on_assignment=self._assignment_changed, on_state=self._state_changed, on_brokers=self._brokers_changed,
             on_resynced=self._resynced))
         self.zk.add_state_listener(self._on_connection)
+        self.connected = self.zk.connected  # the broker connected before this service started
         self._tick.clock = self._checkpoint.clock = self.clock
         self._tick.start(max(min(self.lag_time_max_ms / 4000, 1.0), 0.05), now=False)
         self._checkpoint.start(CHECKPOINT_INTERVAL_S, now=False)

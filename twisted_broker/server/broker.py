@@ -23,11 +23,11 @@ from twisted_broker.storage.log_manager import LogManager
 from twisted_broker.storage.segment import FileRegion
 from twisted_broker.wire.message_set import validate_message_set
 from twisted_broker.wire.replication import (
-    EPOCH_END_OFFSET, METADATA, PRODUCE_ACK, REPLICA_FETCH, EpochEndOffsetRequest, MetadataRequest,
+    ALL_REQUEST_CLASSES, EPOCH_END_OFFSET, METADATA, PRODUCE_ACK, REPLICA_FETCH, EpochEndOffsetRequest, MetadataRequest,
     ProduceAckRequest, ReplicaFetchRequest,
 )
 from twisted_broker.wire.requests import (
-    FETCH, MULTIFETCH, MULTIPRODUCE, OFFSETS, PRODUCE, FetchRequest, MultiFetchRequest,
+    FETCH, MULTIFETCH, MULTIPRODUCE, OFFSETS, PRODUCE, REQUEST_CLASSES, FetchRequest, MultiFetchRequest,
     MultiProduceRequest, OffsetRequest, ProduceRequest, Request,
 )
 from twisted_broker.wire.responses import NO_ERROR, encode_offsets_response, encode_response_header
@@ -57,7 +57,9 @@ class Broker:
                           OffsetRequest: (OFFSETS, self._offsets)}
         # server/replication_requests.ReplicationRequests, when this broker replicates.
         self.replication = replication
+        self.request_classes = REQUEST_CLASSES  # what the protocol decodes: 0.7's, and replication's
         if replication is not None:
+            self.request_classes = ALL_REQUEST_CLASSES
             self._handlers.update({
                 ReplicaFetchRequest: (REPLICA_FETCH, replication.replica_fetch),
                 EpochEndOffsetRequest: (EPOCH_END_OFFSET, replication.epoch_end_offset),

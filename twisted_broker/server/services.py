@@ -101,7 +101,7 @@ class BrokerService(Service):
         if self.registration is not None:
             self.logs.on_new_topic = self.registration.add_topic
             try:
-                self.registration.register_blocking(self.port, self.logs.topics(), self._zk_connect_timeout_s)
+                self.registration.register_blocking(self.port, self.logs.topics_0_7(), self._zk_connect_timeout_s)
             except BrokerIdInUse as exc:
                 # An operator's mistake, not a bug: one error line and exit status 1, no
                 # traceback (twistd ends a start it refuses itself with sys.exit, e.g. "Another

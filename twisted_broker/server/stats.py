@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from twisted_broker.storage.log import Log
 from twisted_broker.storage.log_manager import LogManager
+from twisted_broker.wire.replication import ALL_REQUEST_NAMES
 from twisted_broker.wire.requests import REQUEST_NAMES
 
 LOG_RATE_WINDOW_S = 60.0
@@ -98,6 +99,8 @@ class RequestStats:
 
     def __init__(self, window_seconds: float, now: Callable[[], float]) -> None:
         self.now = now
+        self._window_seconds = window_seconds
+        # 0.7's types always; replication's appear once a broker serves one.
         self._by_type = {request_type: RequestTypeStats(WindowedCounter(window_seconds, now))
                          for request_type in REQUEST_NAMES}
         self.bytes_read = WindowedCounter(window_seconds, now)
@@ -125,14 +128,16 @@ class RequestStats:
         return len(self.open_connections)
 
     def record(self, request_type: int, seconds: float) -> None:
-        stats = self._by_type[request_type]
+        stats = self._by_type.get(request_type)
+        if stats is None:
+            stats = self._by_type[request_type] = RequestTypeStats(WindowedCounter(self._window_seconds, self.now))
         stats.counter.add()
         stats.total_seconds += seconds
         if seconds > stats.max_seconds:
             stats.max_seconds = seconds
 
     def snapshot(self) -> dict:
-        return {"requests": {REQUEST_NAMES[t]: s.snapshot() for t, s in self._by_type.items()},
+        return {"requests": {ALL_REQUEST_NAMES[t]: s.snapshot() for t, s in self._by_type.items()},
                 "bytes_read": self.bytes_read.total, "bytes_read_per_second": self.bytes_read.rate(),
                 "bytes_written": self.bytes_written.total,
                 "bytes_written_per_second": self.bytes_written.rate(),

@@ -109,6 +109,10 @@ class LogManager:
     def topics(self) -> list[str]:
         return sorted(self._logs)
 
+    def topics_0_7(self) -> list[str]:
+        """The topics with logs of 0.7's kind here: what 0.7's registry lists for this broker."""
+        return sorted(t for t, logs in self._logs.items() if any(l.high_watermark is None for l in logs.values()))
+
     def has_topic(self, topic: str) -> bool:
         """True if this broker holds a log of ``topic``."""
         return topic in self._logs
@@ -162,12 +166,9 @@ class LogManager:
         created = Log(path, topic, partition, open_log_directory(path, self._now()),
                       policy=self.policy_for(topic), now=self._now, flusher=self.flusher)
         created.use_high_watermark(0)
-        new_topic = topic not in self._logs
         self._logs.setdefault(topic, {})[partition] = created
         log.info("created replica log %s", path)
-        if new_topic and self.on_new_topic is not None:
-            self.on_new_topic(topic)
-        return created
+        return created  # not on_new_topic: replicated topics stay out of 0.7's registry
 
     def delete_log(self, topic: str, partition: int) -> None:
         """Close and delete a log and its directory (a replica moved away by reassignment)."""

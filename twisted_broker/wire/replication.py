@@ -36,7 +36,7 @@ from twisted_broker.errors import Truncated
 from twisted_broker.wire.primitives import (
     INT16, INT32, Buffer, decode_short_string, encode_short_string, unpack_at,
 )
-from twisted_broker.wire.requests import REQUEST_CLASSES, MultiProduceRequest, encode_request
+from twisted_broker.wire.requests import REQUEST_CLASSES, REQUEST_NAMES, MultiProduceRequest, encode_request
 
 REPLICA_FETCH = 100
 EPOCH_END_OFFSET = 101
@@ -311,8 +311,9 @@ ReplicationRequest = ReplicaFetchRequest | EpochEndOffsetRequest | ProduceAckReq
 REPLICATION_REQUEST_CLASSES = {REPLICA_FETCH: ReplicaFetchRequest, EPOCH_END_OFFSET: EpochEndOffsetRequest,
                                PRODUCE_ACK: ProduceAckRequest, METADATA: MetadataRequest}
 REPLICATION_REQUEST_TYPES = {cls: request_type for request_type, cls in REPLICATION_REQUEST_CLASSES.items()}
-# What a broker's port decodes: 0.7's five types and replication's.
+# What a replicating broker's port decodes: 0.7's five types and replication's.
 ALL_REQUEST_CLASSES = {**REQUEST_CLASSES, **REPLICATION_REQUEST_CLASSES}
+ALL_REQUEST_NAMES = {**REQUEST_NAMES, **REPLICATION_REQUEST_NAMES}
 
 
 def encode_replication_request(request: ReplicationRequest) -> bytes:

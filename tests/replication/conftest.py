@@ -1,0 +1,119 @@
+"""Replication on real brokers: three ``twistd -n broker`` processes and one real ZooKeeper.
+
+``ReplicatedCluster`` starts brokers 0, 1 and 2 on loopback in a ZooKeeper chroot of their own,
+with replication's keys set for quick failover (2 s sessions, 2 s replica lag); ``Wire`` talks
+to one broker with replication's request types and 0.7's fetch, through the project's codecs.
+Every fixture stops what it started.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from tests.integration.conftest import BrokerProcess, WireClient, new_chroot, zookeeper  # noqa: F401 (fixture)
+from twisted_broker.wire.message_set import encode_message_set, iter_entries, valid_bytes
+from twisted_broker.wire.replication import (
+    MetadataRequest, ProduceAckRequest, decode_metadata, decode_produce_acks, encode_replication_request,
+)
+from twisted_broker.wire.requests import FetchRequest, MultiProduceRequest, ProduceRequest, encode_request
+
+FAST = {"zk.sessiontimeout.ms": "2000", "replica.lag.time.max.ms": "2000", "replica.fetch.wait.max.ms": "200",
+        "default.replication.factor": "3", "num.partitions": "2", "log.flush.interval": "10000",
+        "log.default.flush.interval.ms": "1000", "controlled.shutdown.max.ms": "5000"}
+
+
+class ReplicatedCluster:
+    def __init__(self, root, zk_connect: str, properties: dict[str, str]) -> None:
+        self.root, self.zk_connect, self.properties = root, zk_connect, properties
+        self.brokers: dict[int, BrokerProcess] = {}
+
+    def start(self, broker_id: int) -> BrokerProcess:
+        broker = self.brokers.get(broker_id)
+        if broker is None:
+            broker = self.brokers[broker_id] = BrokerProcess(
+                self.root / f"broker-{broker_id}", broker_id=broker_id, zk_connect=self.zk_connect,
+                properties=self.properties)
+        return broker.start()
+
+    def live(self) -> list[BrokerProcess]:
+        return [b for b in self.brokers.values() if b.process is not None and b.process.poll() is None]
+
+    def wire(self, broker_id: int) -> "Wire":
+        return Wire(self.brokers[broker_id])
+
+    def metadata(self, topic: str, via: int | None = None):
+        """The topic's metadata from a live broker (creating the topic, as a producer would)."""
+        broker = self.brokers[via] if via is not None else self.live()[0]
+        with Wire(broker) as wire:
+            return wire.metadata(topic)
+
+    def wait_for(self, condition, timeout_s: float = 20.0, what: str = "condition"):
+        deadline = time.monotonic() + timeout_s
+        while True:
+            value = condition()
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out waiting for {what}")
+            time.sleep(0.05)
+
+    def leaders(self, topic: str, via: int | None = None) -> dict[int, int]:
+        return {p.partition: p.leader for p in self.metadata(topic, via).topics[0].partitions}
+
+    def stop_all(self) -> None:
+        for broker in self.brokers.values():
+            broker.kill()
+
+
+class Wire(WireClient):
+    def __init__(self, broker: BrokerProcess, timeout_s: float = 15.0) -> None:
+        super().__init__(("127.0.0.1", broker.port), timeout_s)
+
+    def metadata(self, *topics: str):
+        body = self.request(encode_replication_request(MetadataRequest(tuple(topics))))
+        assert body[:2] == b"\x00\x00"
+        return decode_metadata(body[2:])
+
+    def produce(self, topic: str, partition: int, payloads: list[bytes], *, acks: int = -1,
+                timeout_ms: int = 10_000) -> tuple[int, int]:
+        """(error, offset) of one set appended with ``acks``."""
+        request = ProduceAckRequest(acks, timeout_ms, MultiProduceRequest((
+            ProduceRequest(topic, partition, encode_message_set(payloads)),)))
+        body = self.request(encode_replication_request(request))
+        [(_topic, _partition, error, offset)] = decode_produce_acks(body[2:])
+        return error, offset
+
+    def fetch(self, topic: str, partition: int, offset: int, max_size: int = 1 << 20) -> tuple[int, bytes]:
+        body = self.request(encode_request(FetchRequest(topic, partition, offset, max_size)))
+        (error,) = struct.unpack(">h", body[:2])
+        return error, body[2:]
+
+    def read_all(self, topic: str, partition: int, offset: int = 0) -> list[tuple[int, bytes]]:
+        """Every visible message from ``offset``: (offset, payload)."""
+        found = []
+        while True:
+            error, data = self.fetch(topic, partition, offset)
+            assert error == 0, f"fetch error {error}"
+            if not valid_bytes(data):
+                return found
+            for start, _next, message in iter_entries(data, offset):
+                found.append((start, bytes(message.payload)))
+            offset += valid_bytes(data)
+
+
+@pytest.fixture
+def replicated_cluster(zookeeper, tmp_path) -> Iterator[ReplicatedCluster]:  # noqa: F811
+    cluster = ReplicatedCluster(tmp_path, new_chroot(zookeeper), dict(FAST))
+    yield cluster
+    cluster.stop_all()
+
+
+@pytest.fixture
+def three_brokers(replicated_cluster) -> ReplicatedCluster:
+    for broker_id in range(3):
+        replicated_cluster.start(broker_id)
+    return replicated_cluster

@@ -1,0 +1,33 @@
+"""A replicated topic on three real brokers: created on a producer's first metadata request,
+committed on every replica before it is visible, byte-identical on every replica."""
+
+from pathlib import Path
+
+from tests.replication.conftest import Wire
+
+
+def segment_bytes(broker, topic, partition) -> bytes:
+    directory = Path(broker.log_dir) / f"{topic}-{partition}"
+    return b"".join(p.read_bytes() for p in sorted(directory.glob("*.kafka")))
+
+
+def test_a_produced_message_is_committed_on_every_replica_and_read_from_any(three_brokers):
+    cluster = three_brokers
+    metadata = cluster.metadata("events")
+    [topic] = metadata.topics
+    assert topic.error == 0 and [p.partition for p in topic.partitions] == [0, 1]
+    for p in topic.partitions:
+        assert sorted(p.replicas) == [0, 1, 2] and p.leader in p.replicas
+    partition = topic.partitions[0]
+    with Wire(cluster.brokers[partition.leader]) as wire:
+        for i in range(20):
+            error, _offset = wire.produce("events", 0, [f"m{i}".encode()])
+            assert error == 0
+        assert [p for _, p in wire.read_all("events", 0)] == [f"m{i}".encode() for i in range(20)]
+    leader_bytes = segment_bytes(cluster.brokers[partition.leader], "events", 0)
+    for broker_id in partition.replicas:
+        cluster.wait_for(lambda: segment_bytes(cluster.brokers[broker_id], "events", 0) == leader_bytes,
+                         what=f"broker {broker_id}'s copy")
+        with Wire(cluster.brokers[broker_id]) as wire:
+            got = cluster.wait_for(lambda: len(wire.read_all("events", 0)) == 20 and wire.read_all("events", 0))
+            assert [p for _, p in got] == [f"m{i}".encode() for i in range(20)]
