@@ -1,0 +1,123 @@
+"""Failover on real brokers: a killed leader is replaced from the in-sync replicas within the
+session timeout + 2 s and loses nothing committed; SIGTERM moves leaderships first; a stopped
+follower leaves the in-sync set and rejoins; min.insync.replicas refuses writes clearly."""
+
+import signal
+import time
+
+from tests.replication.conftest import Wire
+from tests.replication.test_replication_basics import segment_bytes
+
+SESSION_TIMEOUT_S = 2.0
+NOT_ENOUGH_REPLICAS = 19
+
+
+def produce_all(cluster, topic, partition, payloads, timeout_s=20.0, via=None):
+    """Produce with acks=all to whoever leads (asking broker ``via``, or any live one),
+    following leader changes; returns the time of the first success."""
+    deadline = time.monotonic() + timeout_s
+    pending = list(payloads)
+    first = None
+    while pending:
+        assert time.monotonic() < deadline, "no leader took the writes in time"
+        try:
+            leader = cluster.leaders(topic, via).get(partition)
+            if leader is None or leader < 0 or leader not in {b.broker_id for b in cluster.live()}:
+                time.sleep(0.05)
+                continue
+            with Wire(cluster.brokers[leader]) as wire:
+                while pending:
+                    error, _ = wire.produce(topic, partition, [pending[0]])
+                    if error:
+                        time.sleep(0.05)
+                        break
+                    first = first or time.monotonic()
+                    pending.pop(0)
+        except (ConnectionError, OSError):
+            time.sleep(0.05)
+    return first
+
+
+def committed(cluster, topic, partition, via):
+    with Wire(cluster.brokers[via]) as wire:
+        return [p for _, p in wire.read_all(topic, partition)]
+
+
+def test_a_killed_leader_is_replaced_in_time_and_nothing_committed_is_lost(three_brokers):
+    cluster = three_brokers
+    cluster.metadata("f")
+    first = [f"a{i}".encode() for i in range(50)]
+    produce_all(cluster, "f", 0, first)
+    old = cluster.leaders("f")[0]
+    cluster.brokers[old].kill()
+    killed_at = time.monotonic()
+    second = [f"b{i}".encode() for i in range(50)]
+    served_at = produce_all(cluster, "f", 0, second)
+    failover_s = served_at - killed_at
+    assert failover_s <= SESSION_TIMEOUT_S + 2, f"failover took {failover_s:.2f} s"
+    new = cluster.leaders("f")[0]
+    assert new != old
+    assert committed(cluster, "f", 0, new) == first + second
+    # the old leader comes back as a follower and catches up byte for byte
+    cluster.start(old)
+    cluster.wait_for(lambda: segment_bytes(cluster.brokers[old], "f", 0) == segment_bytes(cluster.brokers[new], "f", 0),
+                     what="the old leader's copy")
+    cluster.wait_for(lambda: old in cluster.metadata("f").topics[0].partitions[0].isr, what="the ISR to grow back")
+
+
+def test_sigterm_moves_leadership_first_so_writes_resume_within_two_seconds(three_brokers):
+    cluster = three_brokers
+    cluster.metadata("c")
+    produce_all(cluster, "c", 0, [b"before"])
+    old = cluster.leaders("c")[0]
+    cluster.brokers[old].process.send_signal(signal.SIGTERM)
+    stopped_at = time.monotonic()
+    served_at = produce_all(cluster, "c", 0, [b"after"])
+    assert served_at - stopped_at <= 2.0, f"writes resumed after {served_at - stopped_at:.2f} s"
+    cluster.brokers[old].process.wait(20)
+    assert committed(cluster, "c", 0, cluster.leaders("c")[0]) == [b"before", b"after"]
+
+
+def test_a_stopped_follower_leaves_the_isr_and_rejoins_once_caught_up(three_brokers):
+    cluster = three_brokers
+    cluster.metadata("s")
+    produce_all(cluster, "s", 0, [b"x"])
+    leader = cluster.leaders("s")[0]
+    follower = next(b for b in (0, 1, 2) if b != leader)
+    process = cluster.brokers[follower].process
+    process.send_signal(signal.SIGSTOP)
+    try:
+        stopped_at = time.monotonic()
+        # writes go on (min.insync.replicas=1); the ISR shrinks after the lag time
+        produce_all(cluster, "s", 0, [f"during{i}".encode() for i in range(10)], via=leader)
+        cluster.wait_for(lambda: follower not in cluster.metadata("s", via=leader).topics[0].partitions[0].isr,
+                         what="the ISR to shrink")
+        assert time.monotonic() - stopped_at >= 1.5  # not before replica.lag.time.max.ms (2 s), give or take
+    finally:
+        process.send_signal(signal.SIGCONT)
+    cluster.wait_for(lambda: follower in cluster.metadata("s", via=leader).topics[0].partitions[0].isr,
+                     what="the ISR to grow back")
+    assert committed(cluster, "s", 0, follower) == [b"x", *[f"during{i}".encode() for i in range(10)]]
+
+
+def test_min_insync_replicas_refuses_writes_until_a_replica_returns(replicated_cluster):
+    cluster = replicated_cluster
+    cluster.properties["min.insync.replicas"] = "2"
+    for broker_id in range(3):
+        cluster.start(broker_id)
+    cluster.metadata("m")
+    produce_all(cluster, "m", 0, [b"ok"])
+    leader = cluster.leaders("m")[0]
+    others = [b for b in (0, 1, 2) if b != leader]
+    for broker_id in others:
+        cluster.brokers[broker_id].kill()
+    cluster.wait_for(lambda: cluster.metadata("m", via=leader).topics[0].partitions[0].isr == (leader,),
+                     what="the ISR to shrink to the leader")
+    with Wire(cluster.brokers[leader]) as wire:
+        assert wire.produce("m", 0, [b"refused"])[0] == NOT_ENOUGH_REPLICAS
+    cluster.start(others[0])
+    cluster.wait_for(lambda: len(cluster.metadata("m", via=leader).topics[0].partitions[0].isr) == 2,
+                     what="a replica to rejoin")
+    with Wire(cluster.brokers[leader]) as wire:
+        assert wire.produce("m", 0, [b"accepted"])[0] == 0
+        assert [p for _, p in wire.read_all("m", 0)] == [b"ok", b"accepted"]
