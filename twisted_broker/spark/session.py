@@ -33,8 +33,9 @@ DEFAULT_CONF = {
 
 
 # Spark's own log lines at ERROR and up only, on stderr. Failed tasks are left to whoever
-# runs the job (the ETL prints one line, and the whole error at -vv): the scheduler and the
-# executors would otherwise print each Python traceback again, with the JVM's stack around it.
+# runs the job (the ETL prints one line, and the whole error at -vv): the scheduler, the
+# executors and the file writer would otherwise print each Python traceback again, with the
+# JVM's stack around it.
 LOG4J2_PROPERTIES = """\
 rootLogger.level = error
 rootLogger.appenderRef.stderr.ref = stderr
@@ -49,6 +50,8 @@ logger.executor.name = org.apache.spark.executor.Executor
 logger.executor.level = off
 logger.native.name = org.apache.hadoop.util.NativeCodeLoader
 logger.native.level = off
+logger.writer.name = org.apache.spark.sql.execution.datasources.FileFormatWriter
+logger.writer.level = off
 """
 
 
