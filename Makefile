@@ -92,12 +92,13 @@ $(VENV)/.installed-%: setup.cfg pyproject.toml Makefile | system-packages
 	touch $@
 
 # A Python with pyspark (the driver's version) and pyarrow and nothing of this project: the
-# executors' interpreter in tests/spark/test_standalone_cluster.py (make test) and on
-# make spark-cluster, whose JVMs also come from its pyspark. The ETL ships the project to it
-# (twisted_broker/spark/executor_code.py). Redone when setup.cfg or this file changes.
+# executors' interpreter in tests/spark/test_standalone_cluster.py (make test), in make
+# bench's cluster rows and on make spark-cluster, whose JVMs also come from its pyspark. The
+# ETL ships the project to it (twisted_broker/spark/executor_code.py). Redone when setup.cfg
+# or this file changes.
 SPARK_WORKER_VENV := .venv-spark-worker
 .PHONY: spark-cluster
-test: $(SPARK_WORKER_VENV)/.installed
+test bench: $(SPARK_WORKER_VENV)/.installed
 
 $(SPARK_WORKER_VENV)/.installed: setup.cfg Makefile | $(VENV)/.installed-test
 	[ -x $(SPARK_WORKER_VENV)/bin/python ] || $(PYTHON) -m venv $(SPARK_WORKER_VENV)
