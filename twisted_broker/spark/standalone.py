@@ -194,14 +194,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     cluster = StandaloneCluster(args.python, args.work_dir.absolute(), workers=args.workers, cores=args.cores,
                                 memory=args.memory, port=args.port, webui_port=args.webui_port,
                                 worker_webui_ports=[args.webui_port + 1 + index for index in range(args.workers)])
+    # Ctrl-C and kill both stop the cluster, also when started in the background (where a shell
+    # without job control leaves SIGINT ignored, and Python then installs no handler for it).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     print(f"starting a Spark master and {args.workers} workers (logs: {args.work_dir}/*.log)", flush=True)
     try:
         cluster.start()
         print(f"Spark master: {cluster.master_url}   web UI: {cluster.webui_url}\n"
-              f"run the ETL on it:  PYSPARK_PYTHON={shlex.quote(args.python)} twisted-broker etl "
+              f"run the ETL on it:  PYSPARK_PYTHON={shlex.quote(os.path.abspath(args.python))} twisted-broker etl "
               f"--master {cluster.master_url} --zk ... --topic T --output DIR --checkpoint DIR\n"
               "Ctrl-C stops the cluster", flush=True)
-        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
         while all(process.poll() is None for process in cluster.processes):
             time.sleep(1)
         print("a Spark process exited; stopping the cluster", file=sys.stderr)
