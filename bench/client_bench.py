@@ -39,8 +39,8 @@ import tempfile
 import threading
 import time
 
-from bench.broker_bench import (ENTRY_BYTES, FLUSH_INTERVAL, MESSAGE_BYTES, BrokerProcess, _OffsetsClient,
-                                _round_up)
+from bench.broker_bench import ENTRY_BYTES, MESSAGE_BYTES, _round_up
+from bench.broker_process import FLUSH_INTERVAL, BrokerProcess, OffsetsClient
 from twisted_broker.client.producer import Producer
 from twisted_broker.client.simple_consumer import SimpleConsumer
 from twisted_broker.config import ConsumerConfig, ProducerConfig
@@ -64,7 +64,7 @@ def _env_int(name: str, default: int) -> int:
     return int(text) if text else default
 
 
-def _wait_visible(offsets: _OffsetsClient, topic: str, end: int, started: float) -> float:
+def _wait_visible(offsets: OffsetsClient, topic: str, end: int, started: float) -> float:
     """Seconds from ``started`` until ``topic``'s visible end reaches ``end``."""
     while (found := offsets.end(topic)) < end:
         if time.perf_counter() - started > TIMEOUT_S:
@@ -75,7 +75,7 @@ def _wait_visible(offsets: _OffsetsClient, topic: str, end: int, started: float)
     return time.perf_counter() - started
 
 
-def _produce(port: int, offsets: _OffsetsClient, topic: str, messages: int, **settings) -> dict:
+def _produce(port: int, offsets: OffsetsClient, topic: str, messages: int, **settings) -> dict:
     """Send ``messages`` one per send() with a Producer configured by ``settings``."""
     config = ProducerConfig(broker_list=f"0:127.0.0.1:{port}", **settings)
     payload = os.urandom(MESSAGE_BYTES)
@@ -111,7 +111,7 @@ def _count_compressed(port: int, topic: str, expected: int) -> int:
     return count
 
 
-def _fill_backlog(port: int, offsets: _OffsetsClient, topic: str, messages: int) -> int:
+def _fill_backlog(port: int, offsets: OffsetsClient, topic: str, messages: int) -> int:
     """Produce ``messages`` plain messages in async batches of 50; return the end offset."""
     _produce(port, offsets, topic, messages, producer_type="async", batch_size=BATCH,
              queue_enqueue_timeout_ms=-1)
@@ -236,7 +236,7 @@ def run(produce_messages: int | None = None, sync_messages: int | None = None,
         broker = BrokerProcess(os.path.join(directory, "broker"),
                                {"enable.zookeeper": "true", "zk.connect": zk_connect}).start()
         brokers.append(broker)
-        offsets = _OffsetsClient(broker.port)
+        offsets = OffsetsClient(broker.port)
         # Producers: each round writes a topic of its own (see broker_bench on segment rolls).
         results["sync_b1"] = _produce(broker.port, offsets, "sync-b1", sync_messages)
         batched = {"producer_type": "async", "batch_size": BATCH, "queue_enqueue_timeout_ms": -1}

@@ -30,6 +30,9 @@ the table as Markdown, ``latest.md``. ``--profile`` adds a round for twisted_bro
 and the broker while each clock runs, and prints their hottest frames.
 
 ``python -m bench paper`` (make bench), or ``python -m bench.paper --n 20000`` for options.
+
+(Over 400 lines on purpose: a round's tests are closures over one Run's servers, workers and
+figures; split apart, each would take all of that as arguments.)
 """
 
 from __future__ import annotations

@@ -47,7 +47,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.broker_bench import BrokerProcess
+from bench.broker_process import BrokerProcess
 from twisted_broker.client.simple_consumer import LATEST_TIME, SimpleConsumer
 from twisted_broker.client.sync_producer import SyncProducer
 from twisted_broker.spark.write_options import PARQUET_WRITE_OPTIONS

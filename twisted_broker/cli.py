@@ -26,7 +26,7 @@ from twisted_broker import __version__
 from twisted_broker.client.errors import ProducerError, UnexpectedResponse
 from twisted_broker.config import ConfigError
 from twisted_broker.errors import KafkaError
-from twisted_broker.tools import consume, dump_log, groups, mirror, offsets, produce, topics
+from twisted_broker.tools import consume, dump_log, groups, mirror, offsets, produce, topics, zk_default
 from twisted_broker.spark import etl  # imports no pyspark, pyarrow or kazoo until it runs
 from twisted_broker.tools.errors import CommandError, UsageError
 
@@ -110,7 +110,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141  # 128 + SIGPIPE
     except EXPECTED_ERRORS as e:
-        print(f"{PROG}: error: {str(e) or type(e).__name__}", file=sys.stderr)
+        print(f"{PROG}: error: {_one_line(e, args)}", file=sys.stderr)
         return 2 if isinstance(e, UsageError) else 1
     except KeyboardInterrupt:
         return 130  # 128 + SIGINT, as a shell reports it
+
+
+def _one_line(error: BaseException, args: argparse.Namespace) -> str:
+    """The message of an expected failure; for a ZooKeeper that does not answer, where we
+    looked and how to look elsewhere (the subcommands and the ETL's planner raise
+    ZooKeeperUnavailable, whose own text names neither)."""
+    if isinstance(error, ConnectionError) and getattr(args, "zk", None):
+        from twisted_broker.registry.cluster_view import ZooKeeperUnavailable  # loads kazoo: only here
+
+        if isinstance(error, ZooKeeperUnavailable):
+            return zk_default.not_answering(args.zk, args.zk_source)
+    return str(error) or type(error).__name__

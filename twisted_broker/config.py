@@ -18,97 +18,15 @@ import types
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, field, fields
-from pathlib import Path
 from typing import Any, Literal, Self
 
+from twisted_broker.properties import ConfigError, parse_properties, read_properties
+
+__all__ = ["BrokerConfig", "ConfigError", "ConsumerConfig", "ProducerConfig", "ZKConfig", "parse_properties",
+           "read_properties"]
+
 log = logging.getLogger(__name__)
-
-
-class ConfigError(ValueError):
-    """A required key is missing or a value is invalid; the message names key and value."""
-
-
-# --- Java-properties text ----------------------------------------------------------------
-
-_BLANK = " \t\f"  # what java.util.Properties counts as whitespace
-_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
 _INT = re.compile(r"[+-]?[0-9]+")  # Integer.parseInt: no spaces, underscores or 0x
-
-
-def parse_properties(text: str) -> dict[str, str]:
-    """Parse Java-properties text into key -> value; a repeated key keeps its last value.
-
-    As java.util.Properties.load: ``key=value``, ``key: value`` or ``key value``; lines whose
-    first non-blank character is ``#`` or ``!`` are comments; a line ending in an odd number
-    of backslashes continues on the next, whose leading blanks are dropped; ``\\t``, ``\\n``,
-    ``\\r``, ``\\f``, ``\\uXXXX`` and ``\\<c>`` (= c) escapes. Unlike Java, unescaped trailing
-    blanks are dropped from values too: 0.7 would reject ``port=9092 `` over a space no editor
-    shows. Raises ConfigError for a malformed ``\\uXXXX`` escape.
-    """
-    props: dict[str, str] = {}
-    for line in _logical_lines(text):
-        key, value = _split_key_value(line)
-        props[key] = value
-    return props
-
-
-def read_properties(path: str | os.PathLike[str]) -> dict[str, str]:
-    """Read and parse a properties file (UTF-8; Java reads Latin-1, the same for ASCII)."""
-    return parse_properties(Path(path).read_text(encoding="utf-8"))
-
-
-def _logical_lines(text: str) -> typing.Iterator[str]:
-    natural = iter(re.split(r"\r\n|\r|\n", text))
-    for line in natural:
-        line = line.lstrip(_BLANK)
-        if not line or line[0] in "#!":  # a comment never continues, even after a backslash
-            continue
-        while (len(line) - len(line.rstrip("\\"))) % 2 == 1:
-            line = line[:-1] + next(natural, "").lstrip(_BLANK)
-        yield line
-
-
-def _split_key_value(line: str) -> tuple[str, str]:
-    end = 0
-    while end < len(line) and line[end] not in "=:" + _BLANK:
-        end += 2 if line[end] == "\\" else 1  # an escaped separator belongs to the key
-    end = min(end, len(line))
-    start = end
-    while start < len(line) and line[start] in _BLANK:
-        start += 1
-    if start < len(line) and line[start] in "=:":
-        start += 1
-        while start < len(line) and line[start] in _BLANK:
-            start += 1
-    return _unescape(line[:end]), _unescape(_strip_unescaped_end(line[start:]))
-
-
-def _unescape(raw: str) -> str:
-    out: list[str] = []
-    pos = 0
-    while pos < len(raw):
-        char = raw[pos]
-        if char != "\\":
-            out.append(char)
-            pos += 1
-        elif raw[pos + 1:pos + 2] == "u":
-            digits = raw[pos + 2:pos + 6]
-            if not re.fullmatch(r"[0-9a-fA-F]{4}", digits):
-                raise ConfigError(f"malformed \\uxxxx escape in {raw!r}")
-            out.append(chr(int(digits, 16)))
-            pos += 6
-        else:
-            next_char = raw[pos + 1:pos + 2]  # a lone trailing backslash yields nothing
-            out.append(_ESCAPES.get(next_char, next_char))
-            pos += 2
-    return "".join(out)
-
-
-def _strip_unescaped_end(raw: str) -> str:
-    stripped = raw.rstrip(_BLANK)
-    if (len(stripped) - len(stripped.rstrip("\\"))) % 2 == 1:
-        return raw[:len(stripped) + 1]  # the first blank stripped was escaped (a\ ): keep it
-    return stripped
 
 
 # --- value parsers, chosen by annotation --------------------------------------------------
@@ -284,7 +202,8 @@ class ZKConfig:
 class BrokerConfig(ZKConfig):
     """A broker's settings (0.7's KafkaConfig), spec 6.1."""
 
-    brokerid: int
+    brokerid: int | None = None  # required: this, or Kafka's broker.id, or both with one value
+    broker_id: int | None = None
     hostname: str | None = None  # None: publish the local IP address, as 0.7 does
     port: int = _at_least(0, 6667)  # 0 picks a free port (tests); 0.7 had no check
     num_threads: int = field(default_factory=_cpu_count, metadata={"min": 1})
@@ -315,8 +234,28 @@ class BrokerConfig(ZKConfig):
     fetch_wait_max_ms: int = _at_least(0, 0)
     max_topic_name_length: int = _at_least(1, 255)
     enable_zookeeper: bool = True
+    # Replication (docs/replication.md §4), Kafka's names and defaults. A factor of 1 makes a
+    # 0.7 topic, exactly as before.
+    default_replication_factor: int = _at_least(1, 1)
+    replica_lag_time_max_ms: int = _at_least(1, 10000)
+    replica_fetch_wait_max_ms: int = _at_least(0, 500)
+    replica_fetch_max_bytes: int = _at_least(1, 1048576)
+    min_insync_replicas: int = _at_least(1, 1)
+    unclean_leader_election_enable: bool = False
+    controlled_shutdown_enable: bool = True
+    controlled_shutdown_max_ms: int = _at_least(0, 5000)
+    # auto: flushed (0.7's fsync gate) for 0.7 topics, committed (on every ISR member) for
+    # replicated ones; flushed or committed apply to both.
+    log_visibility: Literal["auto", "flushed", "committed"] = "auto"
 
     def _check(self) -> None:
+        if self.brokerid is None and self.broker_id is None:
+            raise ConfigError("brokerid is required (or Kafka's broker.id)")
+        if None not in (self.brokerid, self.broker_id) and self.brokerid != self.broker_id:
+            raise ConfigError(f"brokerid={self.brokerid} and broker.id={self.broker_id} disagree")
+        # One id from here on, under both names: the rest of the broker reads brokerid.
+        object.__setattr__(self, "brokerid", self.brokerid if self.brokerid is not None else self.broker_id)
+        object.__setattr__(self, "broker_id", self.brokerid)
         # 0.7 would only fail once its ZooKeeper client started with no address.
         if self.enable_zookeeper and not self.zk_connect:
             raise ConfigError("zk.connect is required when enable.zookeeper=true")

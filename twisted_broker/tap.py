@@ -15,22 +15,18 @@ import time
 from logging.handlers import BufferingHandler
 
 from twisted.internet.endpoints import serverFromString
-from twisted.logger import Logger, LogLevel
 from twisted.python import usage
 
 from twisted_broker.config import BrokerConfig, ConfigError
 from twisted_broker.protocols.kafka import KafkaServerFactory
 from twisted_broker.server.broker import Broker
-from twisted_broker.server.services import BrokerService
+from twisted_broker.server.services import BrokerService, Listener
 from twisted_broker.server.stats import BrokerStats, RequestStats
 from twisted_broker.storage.log import LogPolicy
 from twisted_broker.storage.log_manager import LogManager
+from twisted_broker.twisted_logging import forward_logging
 
 DEFAULT_CONFIG = "etc/server.properties"
-
-_LEVELS = {logging.DEBUG: LogLevel.debug, logging.INFO: LogLevel.info, logging.WARNING: LogLevel.warn,
-           logging.ERROR: LogLevel.error, logging.CRITICAL: LogLevel.critical}
-
 
 class Options(usage.Options):
     optParameters = [
@@ -86,21 +82,6 @@ class Options(usage.Options):
             raise usage.UsageError("zk.connect is required unless enable.zookeeper=false (--no-zk)")
 
 
-class _ToTwistedLog(logging.Handler):
-    """Forwards stdlib logging, which the project uses throughout, to twistd's log."""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        Logger(namespace=record.name).emit(_LEVELS.get(record.levelno, LogLevel.info), "{message}",
-                                           message=self.format(record))
-
-
-def forward_logging() -> None:
-    root = logging.getLogger()
-    if not any(isinstance(handler, _ToTwistedLog) for handler in root.handlers):
-        root.addHandler(_ToTwistedLog())
-    root.setLevel(logging.INFO)
-
-
 def policy_for(config: BrokerConfig):
     """The LogPolicy of each topic: 0.7's global keys with the per-topic maps applied."""
     def policy(topic: str) -> LogPolicy:
@@ -121,6 +102,11 @@ def _advertised_host(config: BrokerConfig) -> str:
         return socket.gethostbyname(socket.gethostname())
     except OSError:
         return "127.0.0.1"
+
+
+def _abspath(path: str | None) -> str | None:
+    """A file named on the command line as an absolute path; None stays None."""
+    return path and os.path.abspath(path)
 
 
 def freeze_startup_objects() -> None:
@@ -159,22 +145,23 @@ def makeService(options: Options):  # BrokerService, in a MultiService with --we
         registration = BrokerRegistration(
             zk, broker_id=config.brokerid, host=_advertised_host(config), startup_ms=int(time.time() * 1000),
             partitions_for=config.partitions_for, session_timeout_ms=config.zk_sessiontimeout_ms, clock=reactor)
-    debug = None
+    # The wire protocol first: its port is the one registered in ZooKeeper.
+    listeners = [Listener("wire protocol", serverFromString(reactor, listen), factory, _abspath(options["port-file"]))]
     if options["debug"] != "none":
         from twisted_broker.protocols.debug import DebugFactory
         from twisted_broker.server.debug_commands import DebugCommands
 
         commands = DebugCommands(logs, stats, clock=reactor, broker_id=config.brokerid, zk=zk)
-        debug = (serverFromString(reactor, options["debug"]),
-                 DebugFactory(commands, clock=reactor, idle_timeout_s=options["debug-idle-timeout"]))
+        listeners.append(Listener(
+            "debug port", serverFromString(reactor, options["debug"]),
+            DebugFactory(commands, clock=reactor, idle_timeout_s=options["debug-idle-timeout"]),
+            _abspath(options["debug-port-file"])))
     service = BrokerService(
-        logs=logs, factory=factory, endpoint=serverFromString(reactor, listen), reactor=reactor,
+        logs=logs, listeners=listeners, reactor=reactor,
         flush_check_interval_ms=config.log_default_flush_scheduler_interval_ms,
         flush_worker=config.log_flush_worker,
         cleanup_interval_mins=config.log_cleanup_interval_mins, registration=registration,
-        zk_connect_timeout_ms=config.zk_connectiontimeout_ms,
-        port_file=options["port-file"] and os.path.abspath(options["port-file"]),
-        debug=debug, debug_port_file=options["debug-port-file"] and os.path.abspath(options["debug-port-file"]))
+        zk_connect_timeout_ms=config.zk_connectiontimeout_ms)
     service.broker = broker
     reactor.callWhenRunning(freeze_startup_objects)
     if options["webui"] == "none":
@@ -191,7 +178,7 @@ def makeService(options: Options):  # BrokerService, in a MultiService with --we
         snapshot=lambda: broker_snapshot(stats, logs), zk=zk, zk_connect=config.zk_connect,
         host=config.hostname or "127.0.0.1", port=lambda: service.port, topics=logs.topics,
         partitions_for=config.partitions_for, allow_admin_actions=bool(options["allow-admin-actions"]),
-        port_file=options["webui-port-file"] and os.path.abspath(options["webui-port-file"]),
+        port_file=_abspath(options["webui-port-file"]),
     ).setServiceParent(top)
     top.broker = broker
     return top

@@ -8,8 +8,8 @@ the overview and group list cost no broker request at all.
 Where a partition's size and segment count come from (neither is in the 0.7 wire protocol):
 
 - a console embedded in a broker (``--webui``) has that broker's own figures
-  (server/stats.broker_snapshot): exact size, segments, and a message rate from the count of
-  appended messages;
+  (server/stats.broker_snapshot): exact size, segments, and the message rate the broker
+  counts as it appends (over the last minute, so it is known from the first page view);
 - for every other broker, size is ``latest - earliest`` (offsets are byte positions, so this
   is exactly the bytes retained and flushed), the segment count is unknown (None), and the
   rate is in bytes per second, from the latest offsets seen over the last minute.
@@ -31,8 +31,7 @@ from typing import Any
 
 from twisted_broker.registry import paths
 from twisted_broker.registry.zookeeper import NodeExistsError, NoNodeError
-from webui.broker_offsets import (EARLIEST_TIME, LATEST_TIME, BrokerClients, BrokerUnavailable, OffsetBook,
-                                  RateTracker, gather)
+from webui.broker_offsets import EARLIEST_TIME, LATEST_TIME, BrokerClients, BrokerUnavailable, OffsetBook, gather
 from webui.cluster_cache import GroupState
 from webui.lag_history import LagHistory
 from webui.message_browser import BrowseResult, read_backward, read_forward
@@ -59,15 +58,13 @@ class ActionRefused(Exception):
 
 class ConsoleModel:
     def __init__(self, cluster, clients: BrokerClients, offsets: OffsetBook, history: LagHistory, *,
-                 clock, zk=None, local_broker: LocalBroker | None = None) -> None:
+                 zk=None, local_broker: LocalBroker | None = None) -> None:
         self.cluster = cluster
         self.clients = clients
         self.offsets = offsets
         self.history = history
         self.local_broker = local_broker
-        self._clock = clock
         self._zk = zk
-        self._message_rates = RateTracker()
 
     # -- brokers ---------------------------------------------------------------------------
 
@@ -75,12 +72,7 @@ class ConsoleModel:
         """The broker's 0.7 statistics if this console runs inside it, else None."""
         if self.local_broker is None or self.local_broker.broker_id != broker_id:
             return None
-        snapshot = self.local_broker.snapshot()
-        now = self._clock.seconds()
-        for figures in snapshot["logs"]:
-            self._message_rates.observe((figures["topic"], broker_id, figures["partition"]), now,
-                                        figures["messages_appended"])
-        return snapshot
+        return self.local_broker.snapshot()
 
     # -- topics ----------------------------------------------------------------------------
 
@@ -95,7 +87,6 @@ class ConsoleModel:
         if self.local_broker is not None and self.local_broker.broker_id in counts:
             snapshot = self.broker_snapshot(self.local_broker.broker_id)
             local = {log_["partition"]: log_ for log_ in snapshot["logs"] if log_["topic"] == topic}
-        now = self._clock.seconds()
         figures = {}
         for (broker_id, partition), (earliest, latest) in zip(keys, answers):
             figure: dict[str, Any] = {
@@ -106,7 +97,7 @@ class ConsoleModel:
                 "error": self.clients.errors.get(broker_id) if latest is None else None}
             if self.local_broker is not None and broker_id == self.local_broker.broker_id and partition in local:
                 figure.update(size=local[partition]["size"], segments=local[partition]["segments"],
-                              messages_per_second=self._message_rates.rate((topic, broker_id, partition), now),
+                              messages_per_second=local[partition]["messages_per_second"],
                               source="broker")
             figures[(broker_id, partition)] = figure
         return figures

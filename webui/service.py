@@ -84,7 +84,7 @@ class ConsoleService(Service):
         cluster = self._cluster or ClusterCache.over(self._zk, zk_connect=self._zk_connect or "")
         clients = BrokerClients(self._reactor, lambda broker_id: _address(cluster, broker_id))
         self.model = ConsoleModel(cluster, clients, OffsetBook(clients, self._reactor), LagHistory(),
-                                  clock=self._reactor, zk=self._zk if self._cluster is None else None,
+                                  zk=self._zk if self._cluster is None else None,
                                   local_broker=self._local_broker)
         site = AdminSite(self.model, clock=self._reactor, allow_admin_actions=self._allow_admin_actions,
                          refresh_s=self._refresh_s)

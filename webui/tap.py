@@ -13,7 +13,7 @@ import os
 from twisted.internet.endpoints import serverFromString
 from twisted.python import usage
 
-from twisted_broker.tap import forward_logging
+from twisted_broker.twisted_logging import forward_logging
 from webui.service import ConsoleService
 
 DEFAULT_LISTEN = "tcp:8080:interface=127.0.0.1"

@@ -309,11 +309,15 @@ def topic_page(topic: str, *, counts: Mapping[int, int], brokers: Mapping[int, B
                                "messages_per_second": figure.get("messages_per_second"),
                                "source": figure.get("source", "wire"), "error": figure.get("error")})
     sizes = [p["size"] for p in partitions]
+    message_rates = [p["messages_per_second"] for p in partitions]
     return {"topic": topic, "partitions": partitions, "groups": list(groups),
             "totals": {"partitions": len(partitions),
                        "size": sum(sizes) if sizes and None not in sizes else None,
                        "bytes_per_second": sum(rates) if (rates := [p["bytes_per_second"] for p in partitions
-                                                                      if p["bytes_per_second"] is not None]) else None}}
+                                                                      if p["bytes_per_second"] is not None]) else None,
+                       # Only brokers count messages: a sum over some partitions would pass for the topic's.
+                       "messages_per_second": sum(message_rates) if message_rates and None not in message_rates
+                       else None}}
 
 
 # -- messages -------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""twisted_broker itself: ``twistd -n broker`` (bench/broker_bench.py's BrokerProcess) and the
+"""twisted_broker itself: ``twistd -n broker`` (bench/broker_process.py's BrokerProcess) and the
 project's own clients, measured exactly like the peers.
 
 The broker registers in a ZooKeeper of its own (Debian's, twisted_broker.local_zookeeper), as
@@ -37,7 +37,7 @@ import subprocess
 import time
 import uuid
 
-from bench.broker_bench import BrokerProcess
+from bench.broker_process import BrokerProcess
 from bench.peers.base import Go, Peer
 from bench.peers.harness import ServerProcess, latency_ns, latency_summary, paced, payload_pool, poll_until, \
     stamped_payload

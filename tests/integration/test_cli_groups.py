@@ -7,7 +7,7 @@ import signal
 import subprocess
 
 from tests.integration.polling import wait_for, wait_for_end
-from tests.integration.test_cli_produce_consume import (assert_one_line_error, lines, run_cli,
+from tests.integration.test_cli_produce_consume import (assert_one_line_error, cli_env, lines, run_cli,
                                                         start_cli)
 
 ENTRY = 4 + 6 + len(b"line-00000")  # each produced line as a plain entry
@@ -32,12 +32,14 @@ def reset(zk_connect: str, group: str, topic: str, to: object) -> subprocess.Com
     return run_cli("reset-offsets", "--zk", zk_connect, "--group", group, "--topic", topic, "--to", to)
 
 
-def produce_lines(zk_connect: str, broker, topic: str, count: int) -> list[bytes]:
-    sent = lines(count)
+def produce_lines(zk_connect: str, broker, topic: str, count: int, prefix: str = "line",
+                  before: int = 0) -> list[bytes]:
+    """Produce ``count`` lines after ``before`` others; wait until the broker shows them."""
+    sent = lines(count, prefix)
     produced = run_cli("produce", "--zk", zk_connect, "--topic", topic, input=b"\n".join(sent) + b"\n")
     assert produced.returncode == 0, produced.stderr.decode()
     with broker.connect() as client:
-        wait_for_end(client, topic, count * ENTRY)
+        wait_for_end(client, topic, (before + count) * ENTRY)
     return sent
 
 
@@ -98,3 +100,28 @@ def test_unknown_groups_and_topics_fail_in_one_line(broker_factory, zk_connect):
     assert run_cli("groups", "--zk", zk_connect).stdout == b""  # no groups yet: nothing to list
     assert_one_line_error(reset(zk_connect, "g", "absent", "latest"), 1, "topic absent is not registered")
     assert_one_line_error(run_cli("reset-offsets", "--zk", zk_connect, "--group", "g", "--topic", "t"), 2, "--to")
+
+
+def test_sigterm_stops_a_group_member_as_the_end_of_input_does(broker_factory, zk_connect):
+    """Exit status 0, and the offsets of what was printed committed: the next run of the group
+    prints none of it again, and everything after it."""
+    broker = broker_factory(zk_connect=zk_connect)
+    sent = produce_lines(zk_connect, broker, "stopped", 2000)
+    member = start_cli("consume", "--topic", "stopped", "--group", "g", env=cli_env(TWISTED_BROKER_ZK=zk_connect),
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        first_lines = [member.stdout.readline() for _ in range(5)]  # it is printing: stop it mid-way
+        member.send_signal(signal.SIGTERM)
+        status = member.wait(30)
+    finally:
+        member.kill()
+    rest, stderr = member.stdout.read(), member.stderr.read()
+    member.stdout.close()
+    member.stderr.close()
+    assert (status, stderr) == (0, b"")
+    printed = b"".join(first_lines + [rest]).split(b"\n")[:-1]
+    assert printed == sent[:len(printed)]
+    more = produce_lines(zk_connect, broker, "stopped", 10, prefix="more", before=2000)
+    again = run_cli("consume", "--zk", zk_connect, "--topic", "stopped", "--group", "g", "--timeout-ms", 1000)
+    assert again.returncode == 0, again.stderr.decode()
+    assert again.stdout.split(b"\n")[:-1] == sent[len(printed):] + more

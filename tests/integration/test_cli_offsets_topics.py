@@ -85,5 +85,5 @@ def test_topics_lists_each_brokers_partitions(broker_factory, zk_connect):
 
 
 def test_topics_without_zookeeper_is_a_one_line_error():
-    assert_one_line_error(run_cli("topics", "--zk", "127.0.0.1:1"), 1, "cannot connect to ZooKeeper")
-    assert_one_line_error(run_cli("topics", "--broker-list", "0:127.0.0.1:1"), 2, "--zk")
+    assert_one_line_error(run_cli("topics", "--zk", "127.0.0.1:1"), 1, "no ZooKeeper answers at 127.0.0.1:1 (from --zk; ")
+    assert_one_line_error(run_cli("topics", "--broker-list", "0:127.0.0.1:1"), 2, "unrecognized arguments: --broker-list")

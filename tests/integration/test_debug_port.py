@@ -2,17 +2,21 @@
 
 Each broker listens for debug sessions on ``--debug tcp:0:interface=127.0.0.1`` and writes the
 port it bound to ``--debug-port-file``. A session reads the greeting, then sends one command
-per line and reads each answer up to the empty line that ends it.
+per line and reads each answer up to the empty line that ends it. A one-shot (``one_shot``) sends one line as
+``echo WORD | nc`` does, shuts its side for writing, and reads until the broker closes.
 """
 
 from __future__ import annotations
 
+import re
+import socket
 import time
 
 import pytest
 
 from tests.integration.conftest import SocketClient
-from tests.integration.polling import latest_offset, produce_payloads, wait_for, wait_for_end
+from tests.integration.polling import fetch_all, latest_offset, produce_payloads, wait_for, wait_for_end
+from twisted_broker import __version__
 from twisted_broker.wire.compression import GZIP
 from twisted_broker.wire.message_set import encode_compressed_message_set
 from twisted_broker.wire.requests import ProduceRequest, encode_request
@@ -194,3 +198,73 @@ def test_random_input_and_long_lines_never_hurt_the_broker(debug_broker):
     produce_visible(broker, "t", 0, [b"still serving"])
     with broker.connect() as client:
         assert latest_offset(client, "t") == 23
+
+
+# --- ZooKeeper's four-letter words --------------------------------------------------------------
+
+def one_shot(port: int, data: bytes, timeout_s: float = 10.0) -> bytes:
+    """What ``printf DATA | nc 127.0.0.1 PORT`` prints: send, half-close, read until closed."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout_s) as sock:
+        sock.sendall(data)
+        sock.shutdown(socket.SHUT_WR)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    return answer
+
+
+def mntr(port: int) -> dict[str, str]:
+    lines = one_shot(port, b"mntr\n").decode().splitlines()
+    assert all(re.fullmatch(r"tb_[a-z_]+\t[^\t ]+", line) for line in lines), lines
+    return dict(line.split("\t") for line in lines)
+
+
+def test_ruok_as_a_one_shot_answers_imok_and_closes(debug_broker):
+    _broker, port = debug_broker()
+    assert one_shot(port, b"ruok\n") == b"imok\n"
+    assert one_shot(port, b"ruok") == b"imok\n"  # printf ruok | nc: no newline before the half-close
+
+
+def test_mntr_as_a_one_shot_counts_messages_in_and_out(debug_broker):
+    broker, port = debug_broker()
+    produce_visible(broker, "t", 0, [b"one", b"two", b"six"])
+    before = mntr(port)
+    assert len(before) >= 12
+    assert (before["tb_version"], before["tb_broker_id"]) == (__version__, "0")
+    assert (before["tb_messages_in"], before["tb_bytes_in"], before["tb_partitions"]) == ("3", "39", "1")
+    with broker.connect() as client:
+        fetch_all(client, "t")
+    after = mntr(port)
+    assert int(after["tb_messages_out"]) == int(before["tb_messages_out"]) + 3
+    assert int(after["tb_bytes_out"]) == int(before["tb_bytes_out"]) + 39
+    assert int(after["tb_requests_fetch"]) > int(before["tb_requests_fetch"])
+
+
+def test_cons_and_stat_list_an_open_kafka_connection_by_its_peer_port(debug_broker):
+    broker, port = debug_broker()
+    with broker.connect() as client:
+        latest_offset(client, "t")  # one request answered
+        peer = f" /127.0.0.1:{client.sock.getsockname()[1]}[1](queued=0,recved=1,sent=1,"
+        cons = one_shot(port, b"cons\n").decode().splitlines()
+        assert [line for line in cons if line.startswith(peer)], cons
+        assert re.search(r",lop=offsets,idle=\d+\)$", next(line for line in cons if line.startswith(peer)))
+        stat = one_shot(port, b"stat\n").decode().splitlines()
+        assert stat[:2] == [f"twisted-broker version: {__version__}", "Clients:"]
+        assert any(line.startswith(peer) for line in stat)
+        assert {"Broker id: 0", "Connections: 1", "Mode: standalone"} <= set(stat)
+        assert any(re.fullmatch(r"Uptime: \d+ s", line) for line in stat)
+    srvr = one_shot(port, b"srvr\n").decode().splitlines()
+    assert srvr[0] == f"twisted-broker version: {__version__}" and "Clients:" not in srvr
+
+
+def test_words_inside_an_interactive_session_keep_it_open(debug_broker):
+    broker, port = debug_broker()
+    produce_visible(broker, "t", 0, [b"one"])
+    with DebugSession(port) as session:
+        assert session.ask("ruok") == ["imok"]
+        assert len(session.ask("mntr")) >= 12
+        assert session.ask("offsets t 0-0") == session.ask("offsets t 0") == ["offset", "    13"]
+        assert session.ask("tail t 3-0") == [
+            "error: partition '3-0' is on broker 3; this is broker 0: give P or 0-P"]
+        assert session.ask("ruok") == ["imok"]
+        assert not session.is_closed_by_peer(timeout_s=0.3)

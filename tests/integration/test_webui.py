@@ -322,8 +322,21 @@ def test_rates_appear_once_the_console_has_seen_the_partition_twice(cluster):
 
     wait_for(lambda: rates(cluster.readonly.port)["bytes_per_second"] is not None, "a byte rate for mixed 0-0")
     assert rates(cluster.readonly.port)["messages_per_second"] is None  # only a broker counts messages
-    # The console inside broker 0 also has the broker's count of appended messages.
-    wait_for(lambda: rates(cluster.embedded_port)["messages_per_second"] is not None, "a message rate")
+
+
+def test_the_embedded_console_shows_a_message_rate_from_its_first_view(broker_factory, tmp_path):
+    """The broker counts appended messages itself, so the rate needs no earlier page view."""
+    broker = broker_factory(properties={"num.partitions": "2"}, extra_args=[
+        "--webui", "tcp:0:interface=127.0.0.1", "--webui-port-file", str(tmp_path / "webui-port")])
+    port = wait_for_port_file(tmp_path / "webui-port", broker.process, 30)
+    for partition in (0, 1):
+        produce(broker, "counted", partition, encode_message_set([b"m%d" % i for i in range(50)]))
+    topic = http(port, "GET", "/api/topics/counted").json()
+    rates = [p["messages_per_second"] for p in topic["partitions"]]
+    assert len(rates) == 2 and all(rate > 0 for rate in rates), rates
+    assert topic["totals"]["messages_per_second"] == sum(rates)
+    html = http(port, "GET", "/topics/counted").text
+    assert "messages/s in</div>" in html and "known only for the broker" not in html
 
 
 def test_message_browser_pages_from_the_end_then_older_then_newer(cluster):

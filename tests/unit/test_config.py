@@ -264,3 +264,32 @@ def test_shipped_server_properties_are_the_local_development_values():
     assert (config.log_dir, config.zk_connect) == ("var/kafka-logs", "127.0.0.1:2181")
     assert (config.log_flush_interval, config.log_default_flush_interval_ms) == (10000, 1000)
     assert (config.log_file_size, config.log_cleanup_interval_mins) == (536870912, 1)
+
+
+# --- replication keys (docs/replication.md §4) ---------------------------------------------
+
+def test_replication_defaults_keep_0_7_behaviour_and_are_kafkas():
+    config = broker()
+    assert config.default_replication_factor == 1
+    assert (config.replica_lag_time_max_ms, config.replica_fetch_wait_max_ms, config.replica_fetch_max_bytes) == \
+        (10000, 500, 1048576)
+    assert config.min_insync_replicas == 1
+    assert config.unclean_leader_election_enable is False
+    assert config.controlled_shutdown_enable is True
+    assert config.log_visibility == "auto"
+
+
+def test_kafkas_broker_id_is_accepted_alone_or_beside_brokerid_with_the_same_value():
+    props = {"log.dir": "/d", "zk.connect": "z:1"}
+    assert BrokerConfig.from_properties({**props, "broker.id": "3"}).brokerid == 3
+    assert BrokerConfig.from_properties({**props, "broker.id": "3", "brokerid": "3"}).broker_id == 3
+    with pytest.raises(ConfigError, match="brokerid=2 and broker.id=3 disagree"):
+        BrokerConfig.from_properties({**props, "broker.id": "3", "brokerid": "2"})
+
+
+@pytest.mark.parametrize("key, value", [("log.visibility", "fsynced"), ("min.insync.replicas", "0"),
+                                        ("default.replication.factor", "0"),
+                                        ("unclean.leader.election.enable", "yes")])
+def test_bad_replication_values_are_config_errors_naming_the_key(key, value):
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        broker(**{key: value})

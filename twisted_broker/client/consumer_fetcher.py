@@ -59,6 +59,22 @@ class Fetcher:
             self._runnables.append(runnable)
             runnable.start()
 
+    def initial_offset(self, topic: str, partition_id: int, address: tuple[str, int] | None) -> int | None:
+        """The earliest or latest offset (autooffset.reset) of a partition with no committed
+        offset, asked of its broker at ``address``; None if it cannot say now (its fetcher
+        asks again when it starts)."""
+        if address is None:
+            return None
+        try:
+            with SimpleConsumer(address[0], address[1], socket_timeout_ms=self._socket_timeout_ms,
+                                buffer_size=self._buffer_size) as consumer:
+                offsets = consumer.get_offsets_before(topic, partition_id, self._reset_time, 1)
+        except (OSError, ValueError, KafkaError) as exc:
+            log.warning("reading the start offset of %s-%d at %s:%d failed (%s); its fetcher will retry",
+                        topic, partition_id, *address, exc)
+            return None
+        return offsets[0] if offsets else None
+
     def stop(self) -> None:
         """Stop every thread, waiting up to ``_FETCHER_JOIN_S`` in all for them to end."""
         runnables, self._runnables = self._runnables, []

@@ -31,8 +31,8 @@ Threads: the caller's (create_message_streams*, commit_offsets, shutdown), the u
 ``fetcher-<b>`` per broker, ``autocommit-<consumerId>``, and kazoo's, which only record events.
 
 Modules: the streams the user iterates are in client/consumer_stream.py, the fetcher threads
-in client/consumer_fetcher.py, the reading of the group for a rebalance in
-client/group_assignment.py. ConsumerTimeout, KafkaStream, MessageAndMetadata and
+(and where a partition without a committed offset starts) in client/consumer_fetcher.py, the
+reading of the group for a rebalance in client/group_assignment.py. ConsumerTimeout, KafkaStream, MessageAndMetadata and
 PartitionTopicInfo stay importable from here.
 """
 
@@ -51,7 +51,7 @@ from twisted_broker.client.consumer_stream import (  # re-exported: the connecto
     ConsumerTimeout, KafkaStream, MessageAndMetadata, PartitionTopicInfo,
 )
 from twisted_broker.client.group_assignment import AssignmentReader
-from twisted_broker.client.simple_consumer import EARLIEST_TIME, LATEST_TIME, SimpleConsumer
+from twisted_broker.client.simple_consumer import EARLIEST_TIME, LATEST_TIME
 from twisted_broker.client.topic_filter import TopicFilter
 from twisted_broker.config import ConfigError, ConsumerConfig
 from twisted_broker.errors import KafkaError
@@ -89,7 +89,6 @@ class ZookeeperConsumerConnector:
                                           connection_timeout_ms=config.zk_connectiontimeout_ms,
                                           on_event=self._on_registry_event)
         self._registry.start()
-        self._reset_time = EARLIEST_TIME if config.autooffset_reset == "smallest" else LATEST_TIME
         self._subscription: paths.Subscription | None = None
         self._topic_streams: dict[str, list[KafkaStream]] = {}
         self._filter_streams: list[KafkaStream] = []
@@ -102,7 +101,8 @@ class ZookeeperConsumerConnector:
         self._owned: dict[tuple[str, str], str] = {}  # owner nodes we hold -> thread id
         self._fetcher = Fetcher(fetch_size=config.fetch_size, backoff_ms=config.fetcher_backoff_ms,
                                 socket_timeout_ms=config.socket_timeout_ms, buffer_size=config.socket_buffersize,
-                                reset_time=self._reset_time, lookup_address=self._broker_address,
+                                reset_time=EARLIEST_TIME if config.autooffset_reset == "smallest" else LATEST_TIME,
+                                lookup_address=self._broker_address,
                                 on_reset=self._write_reset_offset)
         self._expired = False
         self._needs_registration = False
@@ -334,7 +334,9 @@ class ZookeeperConsumerConnector:
             infos = {}
             for (topic, partition), thread in decision.items():
                 committed = registry.read_offset(topic, partition)
-                offset = committed if committed is not None else self._initial_offset(topic, partition, brokers)
+                broker_id, partition_id = paths.parse_partition_name(partition)
+                offset = committed if committed is not None else self._fetcher.initial_offset(
+                    topic, partition_id, brokers.get(broker_id))
                 infos[(topic, partition)] = PartitionTopicInfo(
                     topic, partition, thread, self._stream_for(topic, thread), offset, committed)
         except BaseException:
@@ -353,23 +355,6 @@ class ZookeeperConsumerConnector:
         if isinstance(self._subscription, paths.WildcardSubscription):
             return self._filter_streams[index]
         return self._topic_streams[topic][index]
-
-    def _initial_offset(self, topic: str, partition: str, brokers: Mapping[int, tuple[str, int]]) -> int | None:
-        """The earliest or latest offset (autooffset.reset) of a partition with no committed
-        offset; None if its broker cannot say now (its fetcher asks again)."""
-        broker_id, partition_id = paths.parse_partition_name(partition)
-        address = brokers.get(broker_id)
-        if address is None:
-            return None
-        try:
-            with SimpleConsumer(address[0], address[1], socket_timeout_ms=self.config.socket_timeout_ms,
-                                buffer_size=self.config.socket_buffersize) as consumer:
-                offsets = consumer.get_offsets_before(topic, partition_id, self._reset_time, 1)
-        except (OSError, ValueError, KafkaError) as exc:
-            log.warning("reading the %s offset of %s:%s failed (%s); its fetcher will retry",
-                        self.config.autooffset_reset, topic, partition, exc)
-            return None
-        return offsets[0] if offsets else None
 
     def _release_owned(self) -> None:
         """Delete the owner nodes we hold (rebalance thread). Raises RegistryError; the nodes

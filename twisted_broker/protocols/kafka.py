@@ -35,13 +35,16 @@ from twisted.internet.protocol import Factory, Protocol
 
 from twisted_broker.errors import Truncated
 from twisted_broker.protocols.producers import stream_region, wait_for_drain
+from twisted_broker.protocols.request_budget import RequestBudget
 from twisted_broker.server.broker import Broker, CloseConnection, Piece
 from twisted_broker.server.held_fetch import HeldFetch
 from twisted_broker.storage.segment import FileRegion
 from twisted_broker.wire.framing import FrameDecoder, FrameTooLarge
-from twisted_broker.wire.requests import TrailingBytes, UnknownRequestType, decode_request
+from twisted_broker.wire.requests import REQUEST_NAMES, TrailingBytes, UnknownRequestType, decode_request
 
 log = logging.getLogger(__name__)
+
+__all__ = ["KafkaServerFactory", "KafkaServerProtocol", "RequestBudget"]  # RequestBudget: importable here as before
 
 DEFAULT_MAX_REQUEST_BYTES = 104_857_600
 # Bytes of small responses written without knowing that the peer reads them.
@@ -52,47 +55,6 @@ REQUESTS_PER_TURN = 100
 # Requests up to this size (fetches, offsets, most produces) never wait for the budget.
 SMALL_REQUEST_BYTES = 64 * 1024
 STALLED_REQUEST_S = 30.0
-
-
-class RequestBudget:
-    """Bytes that all connections together may buffer for partly received big requests.
-
-    A connection reserves a big frame's whole declared size before reading its body, so
-    every reservation can complete on its peer's bytes alone: no two connections wait on
-    each other. Waiters are granted in arrival order; a frame larger than the whole budget
-    is granted when nothing else is reserved. Reactor thread only.
-    """
-
-    def __init__(self, limit_bytes: int) -> None:
-        self.limit_bytes = limit_bytes
-        self.reserved_bytes = 0
-        self._waiting: deque[tuple["KafkaServerProtocol", int]] = deque()
-
-    @property
-    def waiting(self) -> int:
-        return len(self._waiting)
-
-    def _fits(self, size: int) -> bool:
-        return self.reserved_bytes + size <= self.limit_bytes or self.reserved_bytes == 0
-
-    def reserve(self, protocol: "KafkaServerProtocol", size: int) -> bool:
-        """Reserve ``size`` bytes now (True), or queue ``protocol`` to be granted them later."""
-        if not self._waiting and self._fits(size):
-            self.reserved_bytes += size
-            return True
-        self._waiting.append((protocol, size))
-        return False
-
-    def release(self, size: int) -> None:
-        self.reserved_bytes -= size
-        while self._waiting and self._fits(self._waiting[0][1]):
-            protocol, size = self._waiting.popleft()
-            self.reserved_bytes += size
-            protocol.budget_granted(size)
-
-    def cancel(self, protocol: "KafkaServerProtocol") -> None:
-        """Forget a waiting connection (it went away)."""
-        self._waiting = deque(entry for entry in self._waiting if entry[0] is not protocol)
 
 
 class KafkaServerProtocol(Protocol):
@@ -123,8 +85,10 @@ class KafkaServerProtocol(Protocol):
     def connectionMade(self) -> None:
         if self.factory is not None:
             self.factory.connections.add(self)
-        self._stats.connections += 1
-        self._stats.connections_total += 1
+        peer = self.transport.getPeer()
+        self._connection = self._stats.connection_opened(getattr(peer, "host", str(peer)), getattr(peer, "port", 0))
+        self._connection.queued = self._frames.__len__
+        self._connection.reading = lambda: not (self._paused or self._awaiting_budget)
         transport = self.transport
         # Under TLS the transport wraps the TCP connection, whose socket takes the options.
         transport = getattr(transport, "transport", None) or transport
@@ -141,7 +105,7 @@ class KafkaServerProtocol(Protocol):
     def connectionLost(self, reason=None) -> None:
         if self.factory is not None:
             self.factory.connections.discard(self)
-        self._stats.connections -= 1
+        self._stats.connection_closed(self._connection)
         self._closing = True
         self._frames.clear()
         if self._held is not None:
@@ -156,6 +120,8 @@ class KafkaServerProtocol(Protocol):
         if self._closing:
             return
         self._stats.bytes_read.add(len(data))
+        self._connection.bytes_received += len(data)
+        self._connection.last_activity_s = self._stats.now()
         if self._busy and not self._paused:
             # A pipelining client: read nothing more until this response is out, so it cannot
             # make us buffer without bound. (Not done per response: 2 epoll calls each.)
@@ -258,6 +224,9 @@ class KafkaServerProtocol(Protocol):
             self._refuse(str(exc))
             return
         request_type = self._broker.request_type(request)
+        self._connection.requests += 1
+        self._connection.responses += bool(pieces)
+        self._connection.last_request = REQUEST_NAMES[request_type]
         if not any(isinstance(piece, FileRegion) for piece in pieces):
             self._write_bytes(pieces)
             self._stats.record(request_type, time.perf_counter() - started)
@@ -297,9 +266,14 @@ class KafkaServerProtocol(Protocol):
     def _write_bytes(self, pieces: list[Piece]) -> None:
         if pieces:
             data = b"".join(pieces)
-            self._stats.bytes_written.add(len(data))
+            self._count_sent(len(data))
             self._unconfirmed_bytes += len(data)
             self.transport.write(data)
+
+    def _count_sent(self, length: int) -> None:
+        self._stats.bytes_written.add(length)
+        self._connection.bytes_sent += length
+        self._connection.last_activity_s = self._stats.now()
 
     def _wait_for_drain(self) -> None:
         """Serve nothing more until the transport has sent the small responses written so far.
@@ -338,7 +312,7 @@ class KafkaServerProtocol(Protocol):
                 break
             piece = pieces.popleft()
             prefix = b"".join(header)
-            self._stats.bytes_written.add(len(prefix) + piece.length)
+            self._count_sent(len(prefix) + piece.length)
             # The bytes before a region go with it: on an idle socket both leave at once.
             done = stream_region(piece, self.transport, prefix)
             if not done.called:

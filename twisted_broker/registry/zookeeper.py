@@ -15,7 +15,7 @@ import logging
 from collections.abc import Callable
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.protocol.states import KazooState
 from twisted.internet.defer import Deferred
 from twisted.internet.threads import deferToThreadPool
@@ -23,7 +23,7 @@ from twisted.python.failure import Failure
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ZooKeeper", "NodeExistsError", "NoNodeError", "CONNECTED", "SUSPENDED", "LOST"]
+__all__ = ["ZooKeeper", "BadVersionError", "NodeExistsError", "NoNodeError", "CONNECTED", "SUSPENDED", "LOST"]
 
 CONNECTED, SUSPENDED, LOST = KazooState.CONNECTED, KazooState.SUSPENDED, KazooState.LOST
 
@@ -78,8 +78,10 @@ class ZooKeeper:
         """Create ``path`` (missing parents persistent and empty, as 0.7's ZkUtils does)."""
         return self._deferred(self.client.create_async(path, value, ephemeral=ephemeral, makepath=True))
 
-    def set(self, path: str, value: bytes) -> Deferred:
-        return self._deferred(self.client.set_async(path, value))
+    def set(self, path: str, value: bytes, version: int = -1) -> Deferred:
+        """Set ``path``'s data; with ``version``, only if the node is still at that version
+        (compare-and-set: fails with BadVersionError otherwise). Fires with the new stat."""
+        return self._deferred(self.client.set_async(path, value, version))
 
     def get(self, path: str, watch: Callable | None = None) -> Deferred[tuple[bytes, object]]:
         return self._deferred(self.client.get_async(path, watch=self._wrap(watch)))

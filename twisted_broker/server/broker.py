@@ -14,7 +14,7 @@ import random
 from collections.abc import Callable
 
 from twisted_broker.errors import (
-    InvalidFetchSize, InvalidMessage, InvalidTopic, MessageSizeTooLarge,
+    InvalidFetchSize, InvalidMessage, InvalidTopic, KafkaError, MessageSizeTooLarge,
     OffsetOutOfRange, UnknownError, WrongPartition,
 )
 from twisted_broker.server.stats import BrokerStats
@@ -22,6 +22,10 @@ from twisted_broker.storage.log import Log
 from twisted_broker.storage.log_manager import LogManager
 from twisted_broker.storage.segment import FileRegion
 from twisted_broker.wire.message_set import validate_message_set
+from twisted_broker.wire.replication import (
+    EPOCH_END_OFFSET, METADATA, PRODUCE_ACK, REPLICA_FETCH, EpochEndOffsetRequest, MetadataRequest,
+    ProduceAckRequest, ReplicaFetchRequest,
+)
 from twisted_broker.wire.requests import (
     FETCH, MULTIFETCH, MULTIPRODUCE, OFFSETS, PRODUCE, FetchRequest, MultiFetchRequest,
     MultiProduceRequest, OffsetRequest, ProduceRequest, Request,
@@ -41,7 +45,7 @@ class Broker:
     """Serves requests against a LogManager. Reactor thread only."""
 
     def __init__(self, logs: LogManager, stats: BrokerStats, *, max_message_size: int = 1_000_000,
-                 choose: Callable[[int], int] | None = None) -> None:
+                 choose: Callable[[int], int] | None = None, replication=None) -> None:
         self.logs = logs
         self.stats = stats
         self.max_message_size = max_message_size
@@ -51,9 +55,18 @@ class Broker:
                           FetchRequest: (FETCH, self._fetch),
                           MultiFetchRequest: (MULTIFETCH, self._multifetch),
                           OffsetRequest: (OFFSETS, self._offsets)}
+        # server/replication_requests.ReplicationRequests, when this broker replicates.
+        self.replication = replication
+        if replication is not None:
+            self._handlers.update({
+                ReplicaFetchRequest: (REPLICA_FETCH, replication.replica_fetch),
+                EpochEndOffsetRequest: (EPOCH_END_OFFSET, replication.epoch_end_offset),
+                ProduceAckRequest: (PRODUCE_ACK, lambda request: replication.produce_ack(request, self._append_0_7)),
+                MetadataRequest: (METADATA, replication.metadata)})
 
     def handle(self, request: Request) -> list[Piece]:
-        """The response pieces for ``request`` (empty for produce). Raises CloseConnection."""
+        """The response pieces for ``request`` (empty for produce), or a Deferred of them for
+        replication's requests that wait. Raises CloseConnection."""
         request_type, handler = self._handlers[type(request)]
         return handler(request)
 
@@ -73,6 +86,9 @@ class Broker:
 
     def _append(self, request: ProduceRequest) -> None:
         topic = request.topic
+        if self.replication is not None and self.replication.cluster.is_replicated(topic):
+            self._append_replicated(request)
+            return
         try:
             partition = request.partition
             if partition == -1:
@@ -95,6 +111,45 @@ class Broker:
         for stats in (self.stats.topic(topic), self.stats.all_topics):
             stats.messages_in += messages.message_count
             stats.bytes_in += len(messages)
+        self.stats.appended(topic, partition, messages.message_count)
+
+    def _append_0_7(self, request: ProduceRequest) -> int:
+        """A ProduceAck part for a 0.7 topic: appended as 0.7 does; returns its offset.
+        Raises KafkaError (InvalidMessage, WrongPartition, ...) or OSError."""
+        partition = request.partition
+        if partition == -1:
+            partition = self._choose(self.logs.partitions_for(request.topic))
+        messages = validate_message_set(request.messages, max_message_size=self.max_message_size)
+        offset = self.logs.get_or_create_log(request.topic, partition).append(messages)
+        for stats in (self.stats.topic(request.topic), self.stats.all_topics):
+            stats.messages_in += messages.message_count
+            stats.bytes_in += len(messages)
+        return offset
+
+    def _append_replicated(self, request: ProduceRequest) -> None:
+        """A 0.7 produce to a replicated topic (docs/replication.md §7): only its leader
+        takes it, with enough in-sync replicas; refused the 0.7 way otherwise."""
+        topic = request.topic
+        try:
+            replica = self.replication.leader_for_0_7_produce(topic, request.partition)
+            self.replication.append(replica, request.messages)
+        except MessageSizeTooLarge as exc:
+            log.warning("dropped produce to %s-%s: %s", topic, request.partition, exc)
+            self._failed_produce(topic)
+        except KafkaError as exc:
+            self._failed_produce(topic)
+            raise CloseConnection(f"produce to {topic!r} partition {request.partition}: {exc}") from exc
+        except OSError as exc:
+            self._failed_produce(topic)
+            log.error("append to %s-%s failed: %s", topic, request.partition, exc)
+            raise CloseConnection(f"produce to {topic}-{request.partition}: disk error") from exc
+
+    def _log_for_read(self, topic: str, partition: int) -> Log | None:
+        """The log a 0.7 fetch or offsets request reads: a replica's (up to its high
+        watermark) for a replicated topic. Raises InvalidTopic or WrongPartition."""
+        if self.replication is not None and self.replication.cluster.is_replicated(topic):
+            return self.replication.manager.replica(topic, partition).log
+        return self.logs.get_log(topic, partition)
 
     def _failed_produce(self, topic: str) -> None:
         self.stats.all_topics.failed_produce_requests += 1
@@ -134,7 +189,7 @@ class Broker:
         logs = []
         for fetch in fetches:
             try:
-                log_ = self.logs.get_log(fetch.topic, fetch.partition)
+                log_ = self._log_for_read(fetch.topic, fetch.partition)
             except (InvalidTopic, WrongPartition):
                 return None
             if log_ is None or fetch.max_size <= 0 or fetch.offset != log_.end_offset:
@@ -147,7 +202,7 @@ class Broker:
         try:
             if request.max_size < 0:
                 raise InvalidFetchSize(f"negative fetch size {request.max_size}")
-            log_ = self.logs.get_log(request.topic, request.partition)
+            log_ = self._log_for_read(request.topic, request.partition)
             region = log_.read(request.offset, request.max_size) if log_ is not None else None
         except (OffsetOutOfRange, WrongPartition, InvalidFetchSize, InvalidMessage) as exc:
             # InvalidMessage: the message at the offset is damaged on disk (logged once where found).
@@ -159,8 +214,7 @@ class Broker:
             self._failed_fetch(request.topic)
             return UnknownError.code, None
         if region is not None:
-            self.stats.topic(request.topic).bytes_out += region.length
-            self.stats.all_topics.bytes_out += region.length
+            self.stats.record_fetched(request.topic, region.length)
         return NO_ERROR, region
 
     def _failed_fetch(self, topic: str) -> None:
@@ -174,7 +228,7 @@ class Broker:
         try:
             if request.max_offsets < 0:
                 raise ValueError(f"negative maximum number of offsets {request.max_offsets}")
-            log_ = self.logs.get_log(request.topic, request.partition)
+            log_ = self._log_for_read(request.topic, request.partition)
         except (InvalidTopic, WrongPartition, ValueError) as exc:
             raise CloseConnection(f"offsets of {request.topic!r} partition {request.partition}: {exc}") from exc
         if log_ is None:  # 0.7: a partition with no log yet has offset 0 and nothing before it

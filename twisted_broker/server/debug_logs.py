@@ -12,7 +12,7 @@ from twisted.internet.defer import Deferred
 
 from twisted_broker.errors import InvalidTopic, WrongPartition
 from twisted_broker.server.debug_text import (
-    CommandError, format_pairs, format_table, integer_argument, quoted_input,
+    CommandError, format_pairs, format_table, integer_argument, partition_argument, quoted_input,
 )
 from twisted_broker.server.stats import BrokerStats, broker_snapshot
 from twisted_broker.storage.log import EARLIEST_TIME, LATEST_TIME, Log
@@ -27,11 +27,14 @@ class LogCommands:
     """``stats``, ``topics``, ``partitions``, ``offsets`` and ``flush`` on one broker's logs.
 
     Each takes the command's arguments (already counted) and returns its answer's lines, or
-    a Deferred of them (``flush``); ``clock`` provides callLater and seconds.
+    a Deferred of them (``flush``); ``clock`` provides callLater and seconds; ``broker_id``
+    is the BROKER a ``BROKER-P`` partition argument must name.
     """
 
-    def __init__(self, logs: LogManager, stats: BrokerStats, *, clock, flush_timeout_s: float) -> None:
+    def __init__(self, logs: LogManager, stats: BrokerStats, *, clock, broker_id: int,
+                 flush_timeout_s: float) -> None:
         self._logs, self._stats, self._clock = logs, stats, clock
+        self._broker_id = broker_id
         self._flush_timeout_s = flush_timeout_s
 
     def stats(self, args: list[str]) -> list[str]:
@@ -103,7 +106,7 @@ class LogCommands:
                              "unflushed bytes", "messages appended", "state"], rows)
 
     def offsets(self, args: list[str]) -> list[str]:
-        topic, partition = args[0], integer_argument(args[1], "PARTITION")
+        topic, partition = args[0], partition_argument(args[1], self._broker_id)
         time_ms = _time_argument(args[2]) if len(args) > 2 else LATEST_TIME
         max_count = integer_argument(args[3], "MAX", 0, 100_000) if len(args) > 3 else 1
         try:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from twisted_broker.errors import CorruptWrapper, InvalidMessage
 from twisted_broker.server.debug_logs import log_named, publish_flushes
 from twisted_broker.server.debug_text import (
-    PAYLOAD_PREVIEW_BYTES, CommandError, escape_bytes, format_table, integer_argument,
+    PAYLOAD_PREVIEW_BYTES, CommandError, escape_bytes, format_table, integer_argument, partition_argument,
 )
 from twisted_broker.storage.log import Log
 from twisted_broker.storage.log_manager import LogManager
@@ -88,15 +88,17 @@ def format_message_rows(rows: Sequence[MessageRow], payload_bytes: int = PAYLOAD
 class MessageCommands:
     """``tail`` and ``dump`` on one broker's logs (reactor thread; small blocking reads).
 
-    Each takes the command's arguments (already counted) and returns its answer's lines.
+    Each takes the command's arguments (already counted) and returns its answer's lines;
+    ``broker_id`` is the BROKER a ``BROKER-P`` partition argument must name.
     """
 
-    def __init__(self, logs: LogManager, *, tail_scan_bytes: int = TAIL_SCAN_BYTES) -> None:
+    def __init__(self, logs: LogManager, *, broker_id: int, tail_scan_bytes: int = TAIL_SCAN_BYTES) -> None:
         self._logs = logs
+        self._broker_id = broker_id
         self._tail_scan_bytes = tail_scan_bytes
 
     def tail(self, args: list[str]) -> list[str]:
-        topic, partition = args[0], integer_argument(args[1], "PARTITION")
+        topic, partition = args[0], partition_argument(args[1], self._broker_id)
         count = integer_argument(args[2], "N", 1, MAX_TAIL_MESSAGES) if len(args) > 2 else DEFAULT_TAIL_MESSAGES
         log_ = log_named(self._logs, topic, partition)
         publish_flushes(log_)  # before the segments' flushed sizes are looked at
@@ -151,7 +153,7 @@ class MessageCommands:
             return os.pread(file.fileno(), length, offset - segment.start)
 
     def dump(self, args: list[str]) -> list[str]:
-        topic, partition = args[0], integer_argument(args[1], "PARTITION")
+        topic, partition = args[0], partition_argument(args[1], self._broker_id)
         offset = integer_argument(args[2], "OFFSET")
         max_bytes = integer_argument(args[3], "MAXBYTES", 1, MAX_DUMP_BYTES) if len(args) > 3 else DEFAULT_DUMP_BYTES
         log_ = log_named(self._logs, topic, partition)

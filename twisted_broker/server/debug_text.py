@@ -42,6 +42,19 @@ def integer_argument(text: str, what: str, minimum: int = 0, maximum: int | None
     return value
 
 
+def partition_argument(text: str, broker_id: int) -> int:
+    """A PARTITION argument: ``P``, or ``BROKER-P`` as the CLI and the admin console name a
+    partition across brokers; CommandError unless BROKER is ``broker_id`` (this broker)."""
+    broker, dash, partition = text.rpartition("-")
+    if not dash or not broker:  # "3", or "-1": a plain (bad) partition number
+        return integer_argument(text, "PARTITION")
+    broker_value = integer_argument(broker, "BROKER of BROKER-PARTITION")
+    if broker_value != broker_id:
+        raise CommandError(f"partition {quoted_input(text)} is on broker {broker_value}; "
+                           f"this is broker {broker_id}: give P or {broker_id}-P")
+    return integer_argument(partition, "PARTITION of BROKER-PARTITION")
+
+
 def quoted_input(text: str) -> str:
     """User input echoed in an error: quoted, control characters escaped (no terminal tricks)."""
     return repr(text)

@@ -1,7 +1,8 @@
 """The broker's lifecycle as one Twisted service: start in order, stop in the reverse-safe order.
 
 Start (twistd's privileged start, before the reactor runs, so blocking here stalls nothing):
-open the logs (recovery), listen (the wire protocol, then the debug port if any), then register
+open the logs (recovery), listen (each listener in order: the wire protocol first, then the
+debug port if any), then register
 in ZooKeeper with the bound port, so a broker is never advertised before it can answer (a
 broker id that a live broker holds ends the start: one error line, exit status 1). Then
 (reactor running) the flush and retention timers start and the topics on disk are registered.
@@ -11,11 +12,16 @@ connections (debug sessions too), so no request or debug command reaches a closi
 the timers; flush and close every log and write the clean-shutdown marker; stop the fsync
 process (or the flusher thread); close the ZooKeeper session. A crash skips all of it, so the
 next start recovers.
+
+The listeners come built (tap.py composes them: which protocols, on which endpoints), so this
+package imports nothing from protocols/.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from twisted.application.service import Service
 from twisted.internet.defer import inlineCallbacks
@@ -24,7 +30,6 @@ from twisted.internet.protocol import Factory
 from twisted.internet.task import LoopingCall
 from zope.interface import implementer
 
-from twisted_broker.protocols.kafka import KafkaServerFactory
 from twisted_broker.registry.broker_registration import BrokerIdInUse, BrokerRegistration
 from twisted_broker.storage.flusher import Flusher, ThreadFlusher
 from twisted_broker.storage.process_flusher import ProcessFlusher
@@ -36,26 +41,34 @@ FIRST_CLEANUP_DELAY_S = 60  # 0.7 runs the first retention pass a minute after s
 FSYNC_RESTART_RETRY_S = 1.0  # after a failed start of a new fsync process
 
 
+@dataclass(frozen=True)
+class Listener:
+    """A port of the broker: where it listens and the factory that answers there."""
+
+    name: str  # for the log line: "wire protocol", "debug port"
+    endpoint: object  # an IStreamServerEndpoint that listens at once (TCP, TLS)
+    factory: Factory  # with disconnect_all(): a stopping broker drops its connections
+    port_file: str | None = None  # the bound port is written here once started (for tests)
+
+
 class BrokerService(Service):
-    def __init__(self, *, logs: LogManager, factory: KafkaServerFactory, endpoint, reactor,
+    """Owns the logs, the flusher, the timers and the listeners of one broker.
+
+    ``listeners[0]`` is the wire protocol: its bound port is ``port``, the one registered in
+    ZooKeeper.
+    """
+
+    def __init__(self, *, logs: LogManager, listeners: Sequence[Listener], reactor,
                  flush_check_interval_ms: int, cleanup_interval_mins: int, flush_worker: str = "process",
-                 registration: BrokerRegistration | None = None, zk_connect_timeout_ms: int = 6000,
-                 port_file: str | None = None, debug: tuple[object, Factory] | None = None,
-                 debug_port_file: str | None = None) -> None:
+                 registration: BrokerRegistration | None = None, zk_connect_timeout_ms: int = 6000) -> None:
         self.logs = logs
-        self.factory = factory
-        self._endpoint = endpoint
+        self.listeners = tuple(listeners)
+        self._ports = []  # the listening ports, in the order of listeners
         self._reactor = reactor
         self._flush_check_s = flush_check_interval_ms / 1000
         self._cleanup_s = cleanup_interval_mins * 60
         self.registration = registration
         self._zk_connect_timeout_s = zk_connect_timeout_ms / 1000
-        self._port_file = port_file
-        self._port = None
-        # (endpoint, factory) of the debug port; its factory must have disconnect_all().
-        self._debug = debug
-        self._debug_port_file = debug_port_file
-        self._debug_port = None
         self._flush_worker = flush_worker
         self._flusher: Flusher | None = None
         self._fsync_replies: FsyncReplies | None = None
@@ -67,7 +80,7 @@ class BrokerService(Service):
 
     @property
     def port(self) -> int:
-        return self._port.getHost().port
+        return self._ports[0].getHost().port
 
     def privilegedStartService(self) -> None:
         super().privilegedStartService()
@@ -82,11 +95,9 @@ class BrokerService(Service):
                 on_flushed=lambda job: self._reactor.callFromThread(job.log.publish_flushed))
         self.logs.flusher = self._flusher
         self.logs.open()
-        self._port = _listen_now(self._endpoint, self.factory)
-        log.info("listening on port %d", self.port)
-        if self._debug is not None:
-            self._debug_port = _listen_now(*self._debug)
-            log.info("debug port listening on port %d", self._debug_port.getHost().port)
+        for listener in self.listeners:
+            self._ports.append(_listen_now(listener.endpoint, listener.factory))
+            log.info("%s listening on port %d", listener.name, self._ports[-1].getHost().port)
         if self.registration is not None:
             self.logs.on_new_topic = self.registration.add_topic
             try:
@@ -99,14 +110,13 @@ class BrokerService(Service):
                 self._close_unstarted()
                 log.error("refusing to start: %s", exc)
                 raise SystemExit(1) from None
-        # Last: whoever waits for this file takes the broker as started, so a broker that is
-        # about to exit (its id is registered by another) must not have written it.
-        if self._debug_port is not None and self._debug_port_file:
-            with open(self._debug_port_file, "w") as file:
-                file.write(f"{self._debug_port.getHost().port}\n")
-        if self._port_file:
-            with open(self._port_file, "w") as file:
-                file.write(f"{self.port}\n")
+        # Last: whoever waits for these files takes the broker as started, so a broker that is
+        # about to exit (its id is registered by another) must not have written them. The wire
+        # protocol's goes last, as tests wait for it alone.
+        for listener, port in reversed(list(zip(self.listeners, self._ports))):
+            if listener.port_file:
+                with open(listener.port_file, "w") as file:
+                    file.write(f"{port.getHost().port}\n")
 
     def _close_unstarted(self) -> None:
         """Undo a privileged start that is refused: close the logs (nothing was written, so
@@ -146,13 +156,10 @@ class BrokerService(Service):
     @inlineCallbacks
     def stopService(self):
         super().stopService()
-        if self._port is not None:
-            yield self._port.stopListening()
-        if self._debug_port is not None:
-            yield self._debug_port.stopListening()
-        self.factory.disconnect_all()
-        if self._debug is not None:
-            self._debug[1].disconnect_all()
+        for port in self._ports:
+            yield port.stopListening()
+        for listener in self.listeners:
+            listener.factory.disconnect_all()
         for loop in (self._flush_loop, self._cleanup_loop):
             if loop.running:
                 loop.stop()

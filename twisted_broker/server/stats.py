@@ -3,8 +3,12 @@
 - ``RequestStats`` is 0.7's SocketServerStats: per request type, counts, a rate over the last
   ``monitoring.period.secs`` window, average and maximum handling time; bytes read and written.
 - ``TopicStats`` is BrokerTopicStat, kept per topic and for all topics together: messages and
-  bytes in, bytes out, failed produce and fetch requests.
-- Flush statistics (LogFlushStats) and per-log figures are read from the logs themselves.
+  bytes in, bytes and (estimated, see ``record_fetched``) messages out, failed produce and
+  fetch requests.
+- ``ConnectionStats`` is one open Kafka-protocol connection as ZooKeeper's ``cons`` shows its
+  sessions: requests, bytes, last activity. ``RequestStats`` keeps the open ones.
+- Flush statistics (LogFlushStats) and per-log figures are read from the logs themselves; the
+  per-log message rate (for the admin console; no 0.7 bean) is counted per appended message set.
 
 Nothing here is thread-safe: the reactor thread updates and reads them.
 """
@@ -17,6 +21,8 @@ from dataclasses import dataclass, field
 from twisted_broker.storage.log import Log
 from twisted_broker.storage.log_manager import LogManager
 from twisted_broker.wire.requests import REQUEST_NAMES
+
+LOG_RATE_WINDOW_S = 60.0
 
 
 class WindowedCounter:
@@ -51,6 +57,29 @@ class WindowedCounter:
             self._window_start += windows * self._window
 
 
+@dataclass(eq=False)
+class ConnectionStats:
+    """The figures of one open Kafka-protocol connection (the debug port's ``cons``).
+
+    The protocol counts into it; ``queued`` and ``reading`` ask the protocol about now: the
+    complete requests waiting behind the one being served, and whether it reads its socket
+    (not while a response streams to a pipelining peer or a big request waits for the budget).
+    Times are seconds of the stats' clock.
+    """
+
+    host: str
+    port: int
+    established_s: float
+    last_activity_s: float
+    requests: int = 0  # received and handled (a held fetch counts once it is answered)
+    responses: int = 0  # sent: produce requests have none
+    bytes_received: int = 0
+    bytes_sent: int = 0
+    last_request: str = "NA"  # the last request's type as REQUEST_NAMES spells it; ZooKeeper's NA before one
+    queued: Callable[[], int] = lambda: 0
+    reading: Callable[[], bool] = lambda: True
+
+
 @dataclass
 class RequestTypeStats:
     counter: WindowedCounter
@@ -68,12 +97,32 @@ class RequestStats:
     """SocketServerStats: request counts, rates and times per type; bytes read and written."""
 
     def __init__(self, window_seconds: float, now: Callable[[], float]) -> None:
+        self.now = now
         self._by_type = {request_type: RequestTypeStats(WindowedCounter(window_seconds, now))
                          for request_type in REQUEST_NAMES}
         self.bytes_read = WindowedCounter(window_seconds, now)
         self.bytes_written = WindowedCounter(window_seconds, now)
-        self.connections = 0
+        self.now = now
+        self.started_s = now()  # made with the broker: its uptime starts here
         self.connections_total = 0
+        # Insertion-ordered, so ``cons`` lists connections oldest first.
+        self.open_connections: dict[ConnectionStats, None] = {}
+
+    def connection_opened(self, host: str, port: int) -> ConnectionStats:
+        """Count a new connection and return the figures its protocol keeps until it closes."""
+        now = self.now()
+        connection = ConnectionStats(host, port, established_s=now, last_activity_s=now)
+        self.open_connections[connection] = None
+        self.connections_total += 1
+        return connection
+
+    def connection_closed(self, connection: ConnectionStats) -> None:
+        self.open_connections.pop(connection, None)
+
+    @property
+    def connections(self) -> int:
+        """Connections open now."""
+        return len(self.open_connections)
 
     def record(self, request_type: int, seconds: float) -> None:
         stats = self._by_type[request_type]
@@ -97,11 +146,12 @@ class TopicStats:
     messages_in: int = 0
     bytes_in: int = 0
     bytes_out: int = 0
+    messages_out: float = 0.0  # an estimate: see record_fetched
     failed_produce_requests: int = 0
     failed_fetch_requests: int = 0
 
     def snapshot(self) -> dict:
-        return dict(self.__dict__)
+        return {**self.__dict__, "messages_out": round(self.messages_out)}
 
 
 @dataclass
@@ -109,12 +159,39 @@ class BrokerStats:
     requests: RequestStats
     all_topics: TopicStats = field(default_factory=TopicStats)
     topics: dict[str, TopicStats] = field(default_factory=dict)
+    # (topic, partition) -> messages appended, over the last minute as the console's byte rate.
+    log_messages: dict[tuple[str, int], WindowedCounter] = field(default_factory=dict)
+
+    def appended(self, topic: str, partition: int, count: int) -> None:
+        """Count a message set appended to a log: one call per set, not per message."""
+        counter = self.log_messages.get((topic, partition))
+        if counter is None:
+            counter = self.log_messages[(topic, partition)] = WindowedCounter(LOG_RATE_WINDOW_S, self.requests.now)
+        counter.add(count)
 
     def topic(self, name: str) -> TopicStats:
         stats = self.topics.get(name)
         if stats is None:
             stats = self.topics[name] = TopicStats()
         return stats
+
+    def record_fetched(self, topic: str, length: int) -> None:
+        """Count ``length`` bytes of ``topic``'s log sent by a fetch, and the messages in them.
+
+        Fetched regions stream from the segment files by sendfile and are never parsed, so
+        counting their messages would add per-message work to the fetch path. Messages out are
+        estimated instead: the bytes times the topic's messages per byte produced since the
+        broker started (the inner messages of compressed wrappers included, as in messages
+        in), or all topics' when nothing was produced to this topic. Exact when a topic's
+        messages are of one size; none are counted before anything has been produced since
+        start. Never decreases: each fetch adds at the ratio of its time.
+        """
+        topic_stats = self.topic(topic)
+        source = topic_stats if topic_stats.bytes_in else self.all_topics
+        messages = length * source.messages_in / source.bytes_in if source.bytes_in else 0.0
+        for stats in (topic_stats, self.all_topics):
+            stats.bytes_out += length
+            stats.messages_out += messages
 
 
 def log_snapshot(log: Log) -> dict:
@@ -139,4 +216,10 @@ def broker_snapshot(stats: BrokerStats, logs: LogManager) -> dict:
             "all_topics": stats.all_topics.snapshot(),
             "topics": {name: topic.snapshot() for name, topic in sorted(stats.topics.items())},
             "log_flush": flush_snapshot(logs.logs()),
-            "logs": [log_snapshot(log) for log in sorted(logs.logs(), key=lambda log: (log.topic, log.partition))]}
+            "logs": [{**log_snapshot(log), "messages_per_second": _log_rate(stats, log)}
+                     for log in sorted(logs.logs(), key=lambda log: (log.topic, log.partition))]}
+
+
+def _log_rate(stats: BrokerStats, log: Log) -> float:
+    counter = stats.log_messages.get((log.topic, log.partition))
+    return counter.rate() if counter is not None else 0.0  # nothing appended since the start

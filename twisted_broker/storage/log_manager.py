@@ -5,6 +5,10 @@ every partition directory; if ``.kafka_cleanshutdown`` is missing, the newest se
 is recovered. ``close()`` flushes and closes every log, then writes the marker so the next
 start skips recovery. Logs are created on the first produce to a valid partition; topic names
 that could escape ``log.dir`` are refused.
+
+A replica's log (docs/replication.md) is created by replication, for a partition its
+assignment gives this broker, and is opened with the high watermark of its checkpoint: it
+never serves, even right after a restart, what was not committed.
 """
 
 from __future__ import annotations
@@ -14,6 +18,9 @@ import os
 from collections.abc import Callable, Iterator
 
 from twisted_broker.errors import InvalidTopic, WrongPartition
+from twisted_broker.storage.checkpoints import (
+    HIGH_WATERMARK_CHECKPOINT, is_replica_log, read_high_watermarks, write_leader_epochs,
+)
 from twisted_broker.storage.flusher import Flusher, InlineFlusher
 from twisted_broker.storage.log import Log, LogPolicy, open_log_directory
 from twisted_broker.storage.recovery import recover_segment
@@ -62,12 +69,19 @@ class LogManager:
         clean = os.path.exists(marker)
         if clean:
             os.unlink(marker)  # from now on a crash must lead to recovery
+        try:
+            high_watermarks = read_high_watermarks(self.log_dir)
+        except ValueError as exc:
+            # Nothing is lost: each replica then shows nothing until its leader says what is committed.
+            log.error("%s: %s; replica logs start with nothing visible", self.log_dir, exc)
+            high_watermarks = {}
         for name in sorted(os.listdir(self.log_dir)):
             path = os.path.join(self.log_dir, name)
             if name == CLEAN_SHUTDOWN_MARKER:
                 continue
             if not os.path.isdir(path):
-                log.warning("ignoring %s in log.dir: not a partition directory", path)
+                if not name.startswith(HIGH_WATERMARK_CHECKPOINT):
+                    log.warning("ignoring %s in log.dir: not a partition directory", path)
                 continue
             parsed = parse_partition_directory(name)
             if parsed is None:
@@ -82,8 +96,10 @@ class LogManager:
             segments = open_log_directory(path, self._now())
             if not clean:
                 self.recovered_bytes += recover_segment(segments[-1])
-            self._logs.setdefault(topic, {})[partition] = Log(
+            opened = self._logs.setdefault(topic, {})[partition] = Log(
                 path, topic, partition, segments, policy=self.policy_for(topic), now=self._now, flusher=self.flusher)
+            if is_replica_log(path):
+                opened.use_high_watermark(high_watermarks.get((topic, partition), 0))
         self.opened = True
         log.info("opened %d logs in %s (%s)", sum(map(len, self._logs.values())), self.log_dir,
                  "clean shutdown" if clean else f"recovered, {self.recovered_bytes} bytes truncated")
@@ -118,11 +134,7 @@ class LogManager:
         existing = self.get_log(topic, partition)
         if existing is not None:
             return existing
-        path = os.path.join(self.log_dir, f"{topic}-{partition}")
-        # check_topic_name already excludes "/", "." and "..": this guards against a future
-        # change to it ever letting a name leave log.dir.
-        if os.path.dirname(os.path.abspath(path)) != self.log_dir:
-            raise InvalidTopic(f"topic name {topic!r} leaves the log directory")
+        path = self._partition_path(topic, partition)
         os.makedirs(path, exist_ok=True)
         new_topic = topic not in self._logs
         created = Log(path, topic, partition, open_log_directory(path, self._now()),
@@ -132,6 +144,53 @@ class LogManager:
         if new_topic and self.on_new_topic is not None:
             self.on_new_topic(topic)
         return created
+
+    def create_replica_log(self, topic: str, partition: int) -> Log:
+        """The log of a replica this broker was assigned, created if needed, publishing a high
+        watermark. Partition counts are replication's: only the name is checked here.
+        Raises InvalidTopic for a bad name or a 0.7 topic's partition, or OSError."""
+        check_topic_name(topic, self.max_topic_name_length)
+        existing = self._logs.get(topic, {}).get(partition)
+        if existing is not None:
+            if existing.high_watermark is None:
+                raise InvalidTopic(f"{topic}-{partition} is the log of a 0.7 topic, not a replica's")
+            return existing
+        path = self._partition_path(topic, partition)
+        os.makedirs(path, exist_ok=True)
+        if not is_replica_log(path):
+            write_leader_epochs(path, b"0\n0\n")
+        created = Log(path, topic, partition, open_log_directory(path, self._now()),
+                      policy=self.policy_for(topic), now=self._now, flusher=self.flusher)
+        created.use_high_watermark(0)
+        new_topic = topic not in self._logs
+        self._logs.setdefault(topic, {})[partition] = created
+        log.info("created replica log %s", path)
+        if new_topic and self.on_new_topic is not None:
+            self.on_new_topic(topic)
+        return created
+
+    def delete_log(self, topic: str, partition: int) -> None:
+        """Close and delete a log and its directory (a replica moved away by reassignment)."""
+        log_ = self._logs.get(topic, {}).pop(partition, None)
+        if log_ is None:
+            return
+        if not self._logs[topic]:
+            del self._logs[topic]
+        log_.close()
+        for segment in log_.segments:
+            segment.delete()
+        for name in os.listdir(log_.directory):
+            os.unlink(os.path.join(log_.directory, name))
+        os.rmdir(log_.directory)
+        log.info("deleted log %s", log_.directory)
+
+    def _partition_path(self, topic: str, partition: int) -> str:
+        path = os.path.join(self.log_dir, f"{topic}-{partition}")
+        # check_topic_name already excludes "/", "." and "..": this guards against a future
+        # change to it ever letting a name leave log.dir.
+        if os.path.dirname(os.path.abspath(path)) != self.log_dir:
+            raise InvalidTopic(f"topic name {topic!r} leaves the log directory")
+        return path
 
     # -- maintenance (called by the broker's timers) -------------------------------------
 

@@ -3,9 +3,10 @@
 A segment is ``<start offset, 20 digits>.kafka``: message-set bytes only, no header, no index
 (spec 4.1-4.2). Byte ``p`` of the file has log offset ``start + p``.
 
-Two sizes matter: ``size`` is what has been written, ``flushed_size`` what has been fsynced.
-Readers never see past ``flushed_size`` (0.7's high-water mark): data is visible to consumers
-only once it is on disk.
+Three sizes matter: ``size`` is what has been written, ``flushed_size`` what has been fsynced,
+``visible_size`` what readers may see. Under 0.7's rule the log publishes each flush, so the
+last two move together (0.7's high-water mark: visible only once on disk); a replicated log
+publishes its high watermark instead (docs/replication.md §6), whatever has been flushed.
 
 Reads are cut at a message boundary. Boundaries are known from appends (and recovery), kept
 sparsely in memory (one every ``INDEX_INTERVAL_BYTES``, like Kafka 0.8's index interval), and
@@ -120,7 +121,7 @@ class Segment:
         self._fd = os.open(self.path, flags, 0o644)
         stat = os.fstat(self._fd)
         self.size = stat.st_size
-        self.flushed_size = self.size
+        self.flushed_size = self.visible_size = self.size
         # Retention and offsets-before-time go by last write; a loaded file's is its mtime.
         self.modified_time = stat.st_mtime if self.size else now
         self.first_append_time: float | None = None
@@ -139,8 +140,8 @@ class Segment:
 
     @property
     def end(self) -> int:
-        """Log offset just past the flushed data."""
-        return self.start + self.flushed_size
+        """Log offset just past the visible data."""
+        return self.start + self.visible_size
 
     def append(self, data: memoryview, now: float) -> None:
         """Write ``data`` (whole message-set entries) at the end. Raises LogWriteError.
@@ -171,24 +172,38 @@ class Segment:
         """The descriptor appends go to (a flusher fsyncs a duplicate of it)."""
         return self._fd
 
-    def flushed(self, size: int) -> None:
-        """Publish ``size`` bytes, made durable by a flush, to readers."""
+    def flushed(self, size: int, *, publish: bool = True) -> None:
+        """Record that a flush made ``size`` bytes durable; publish them to readers too,
+        unless the log publishes a high watermark instead."""
         if size > self.flushed_size:
             self.flushed_size = size
+        if publish:
+            self.publish(size)
+
+    def publish(self, size: int) -> None:
+        """Let readers see the first ``size`` bytes (a message boundary)."""
+        if size > self.visible_size:
+            self.visible_size = size
             if size > self._index[-1]:
                 self._index.append(size)  # appends end on boundaries: a caught-up reader's next offset
 
+    def hide_from(self, size: int) -> None:
+        """Readers may see no more than ``size`` bytes: a log that starts publishing a high
+        watermark below what it holds (replication, on opening a replica's log)."""
+        self.visible_size = min(self.visible_size, size)
+
     def truncate(self, size: int) -> None:
-        """Cut the file to ``size`` bytes (a message boundary); used by recovery."""
+        """Cut the file to ``size`` bytes (a message boundary); used by recovery and by a
+        replica's truncation to its leader's log."""
         os.ftruncate(self._fd, size)
         os.fsync(self._fd)
-        self.size = self.flushed_size = size
+        self.size = self.flushed_size = self.visible_size = size
         self.verified.cut(size)
         del self._index[bisect_right(self._index, size):]
         if self._index[-1] != size:
             self._index.append(size)
 
-    def region(self, position: int, max_bytes: int) -> FileRegion:
+    def region(self, position: int, max_bytes: int, *, written: bool = False) -> FileRegion:
         """The flushed bytes from ``position``, at most ``max_bytes``, cut at a message boundary.
 
         If not even the first message fits in ``max_bytes``, the region is the raw
@@ -197,11 +212,13 @@ class Segment:
 
         Bytes not yet known to be valid are CRC-checked first; the region ends before a
         damaged message, and InvalidMessage is raised if it would start with one.
+        ``written``: up to what is written, visible or not (a leader serving its followers).
         """
         if position in self.damaged_messages:
             raise self._damage_error(position)
-        limit = min(position + max_bytes, self.flushed_size)
-        end = limit if limit == self.flushed_size else self._last_boundary(position, limit)
+        available = self.size if written else self.visible_size
+        limit = min(position + max_bytes, available)
+        end = limit if limit == available else self._last_boundary(position, limit)
         if end <= position:
             end = limit
             if position < limit and self.verified.covered_until(position) == position:
@@ -218,10 +235,10 @@ class Segment:
         is a damaged message rather than one too big for the fetch or a misaligned offset."""
         if self._index[bisect_right(self._index, position) - 1] == position:  # a known boundary
             length = entry_length(self._fd, position)
-            if length is None or length < 5 or position + 4 + length > self.flushed_size:
+            if length is None or length < 5 or position + 4 + length > self.visible_size:
                 self._record_damage(position, f"its length field ({length}) frames no message")
                 raise self._damage_error(position)
-        elif looks_like_damaged_boundary(self._fd, position, self.flushed_size):
+        elif looks_like_damaged_boundary(self._fd, position, self.visible_size):
             self._record_damage(position, "its CRC does not match its payload")
             raise self._damage_error(position)
 
@@ -339,4 +356,4 @@ class Segment:
         os.utime(self.path, (now, now))
 
     def __repr__(self) -> str:
-        return f"Segment({self.path!r}, size={self.size}, flushed={self.flushed_size})"
+        return f"Segment({self.path!r}, size={self.size}, flushed={self.flushed_size}, visible={self.visible_size})"

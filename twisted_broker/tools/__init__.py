@@ -2,6 +2,7 @@
 
 ==================  ===========================================================================
 cluster.py          the --zk / --broker-list / --topic / --partition arguments and what they name
+zk_default.py       --zk's default (TWISTED_BROKER_ZK, etc/server.properties) and the error naming it
 progress.py         the count-and-rate line on a terminal's stderr
 table.py            the listing tools' aligned columns
 errors.py           CommandError (exit status 1), UsageError (2): one-line failures

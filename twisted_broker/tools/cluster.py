@@ -1,7 +1,8 @@
 """The cluster a subcommand talks to: its arguments, and the brokers and partitions they name.
 
 ``--zk HOST:PORT[,...][/chroot]`` reads brokers and topics from the registry (spec 5.2);
-``--broker-list ID:HOST:PORT[,...]`` names brokers directly (0.7's ``broker.list``). A broker
+``--broker-list ID:HOST:PORT[,...]`` names brokers directly (0.7's ``broker.list``). Given
+neither, ``--zk`` is zk_default.py's default (TWISTED_BROKER_ZK, else etc/server.properties). A broker
 list says nothing about partitions, so ``topic_partitions`` asks each listed broker: a Fetch
 of a partition beyond the topic's count is answered with WrongPartition (spec 2.2), so one
 MultiFetch of empty fetches finds the count without reading any data. Partitions are named
@@ -24,6 +25,7 @@ from twisted_broker.client.cluster import (  # PROBE_BATCH: kept importable from
 from twisted_broker.client.simple_consumer import SimpleConsumer
 from twisted_broker.errors import InvalidTopic
 from twisted_broker.storage.topic_name import check_topic_name
+from twisted_broker.tools import zk_default
 from twisted_broker.tools.errors import CommandError
 
 ZK_TIMEOUT_S = 5.0
@@ -111,15 +113,49 @@ def non_negative_int(text: str) -> int:
 # -- the arguments --------------------------------------------------------------------------
 
 def add_cluster_arguments(parser: argparse.ArgumentParser, *, allow_broker_list: bool = True) -> None:
-    """``--zk`` (and, unless ``allow_broker_list`` is False, ``--broker-list``): exactly one."""
-    zk_help = "ZooKeeper of the cluster, HOST:PORT[,HOST:PORT...][/CHROOT]"
+    """``--zk`` (and, unless ``allow_broker_list`` is False, ``--broker-list``): at most one.
+
+    Without either, ``args.zk`` is zk_default's default; ``args.zk_source`` says where the
+    value came from (``--zk``, the environment variable or a file), for the error that
+    nobody answers there.
+    """
+    default = zk_default.default_zk_connect()
+    parser.set_defaults(zk_source=default.source)
+    zk_options = {"type": _zk_connect_from(default), "default": default.connect, "action": _ZkGiven,
+                  "metavar": "HOST:PORT[,...]", "help": zk_default.zk_help(default)}
     if not allow_broker_list:
-        parser.add_argument("--zk", type=zk_connect, required=True, metavar="HOST:PORT[,...]", help=zk_help)
+        parser.add_argument("--zk", **zk_options)
         return
-    group = parser.add_mutually_exclusive_group(required=True)
-    group.add_argument("--zk", type=zk_connect, metavar="HOST:PORT[,...]", help=zk_help)
-    group.add_argument("--broker-list", type=broker_list, metavar="ID:HOST:PORT[,...]",
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--zk", **zk_options)
+    group.add_argument("--broker-list", type=broker_list, action=_BrokerListGiven, metavar="ID:HOST:PORT[,...]",
                        help="the brokers themselves, without ZooKeeper")
+
+
+class _ZkGiven(argparse.Action):
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        setattr(namespace, self.dest, values)
+        namespace.zk_source = option_string
+
+
+class _BrokerListGiven(argparse.Action):
+    # The --zk default applies only when neither is given: a broker list leaves args.zk None
+    # (argparse then no longer sees the default there, so it does not convert it either).
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        setattr(namespace, self.dest, values)
+        namespace.zk = namespace.zk_source = None
+
+
+def _zk_connect_from(default: zk_default.ZkDefault):
+    """zk_connect, naming the environment variable or file when the bad value is the default."""
+    def check(text: str) -> str:
+        try:
+            return zk_connect(text)
+        except argparse.ArgumentTypeError as exc:
+            if text is default.connect:  # argparse passes the default object itself
+                raise argparse.ArgumentTypeError(f"{exc} (from {default.source})") from None
+            raise
+    return check
 
 
 def add_topic_argument(parser: argparse.ArgumentParser, *, required: bool = True,

@@ -2,10 +2,10 @@
 
 Two ways to read:
 
-- ``--group G`` (with ``--zk``): as a member of consumer group G, through the ZooKeeper
+- ``--group G`` (not with ``--broker-list``): as a member of consumer group G, through the ZooKeeper
   consumer connector: partitions shared with the group's other members, starting from the
   group's committed offsets (a partition without one starts at the earliest offset, 0.7's
-  ``autooffset.reset=smallest``), and the offsets consumed committed on exit;
+  ``autooffset.reset=smallest``), and the offsets consumed committed on exit (SIGTERM too);
 - otherwise directly, with no group and nothing committed: every partition of the topic (or
   the one ``--partition`` names) from the latest offset (new messages only, as the console
   consumer without a group), the earliest (``--from-beginning``) or a byte offset
@@ -21,6 +21,7 @@ that long (0.7's ``consumer.timeout.ms``). Both exit with status 0.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import time
 from collections.abc import Iterable
@@ -47,7 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     cluster.add_topic_argument(parser)
     start = parser.add_mutually_exclusive_group()
     start.add_argument("--group", metavar="G",
-                       help="read as a member of ZooKeeper consumer group G (needs --zk), from its "
+                       help="read as a member of ZooKeeper consumer group G (not with --broker-list), from its "
                             "committed offsets (earliest where none), committing on exit")
     start.add_argument("--from-beginning", action="store_true",
                        help="start at the earliest offset (default without --group: the latest)")
@@ -84,7 +85,7 @@ def write_payloads(out: BinaryIO, payloads: Iterable[bytes | memoryview], binary
 def run(args: argparse.Namespace) -> int:
     if args.group is not None:
         if args.zk is None:
-            raise UsageError("--group needs --zk: consumer groups live in ZooKeeper")
+            raise UsageError("--group needs ZooKeeper, not --broker-list: consumer groups live there")
         if args.partition is not None:
             raise UsageError("--partition cannot be used with --group: the group assigns partitions")
         return _consume_as_group(args)
@@ -179,48 +180,74 @@ def _payloads(fetched: FetchedMessageSet, target: cluster.BrokerPartition, limit
 # -- as a group member -------------------------------------------------------------------------
 
 def _consume_as_group(args: argparse.Namespace) -> int:
-    from twisted_broker.client.zookeeper_consumer import (
-        ConsumerRebalanceFailed, ConsumerTimeout, ZookeeperConsumerConnector)
+    from twisted_broker.client.zookeeper_consumer import ConsumerRebalanceFailed, ZookeeperConsumerConnector
+    from twisted_broker.registry.cluster_view import ZooKeeperUnavailable
     from twisted_broker.registry.consumer_registry import RegistryError
 
-    # The stream gives up waiting every GROUP_POLL_MS, so output is flushed and --timeout-ms
-    # checked while no message comes.
+    # The stream gives up waiting every GROUP_POLL_MS, so output is flushed, --timeout-ms
+    # checked and SIGTERM seen while no message comes.
     config = ConsumerConfig(zk_connect=args.zk, groupid=args.group, fetch_size=args.fetch_size,
                             fetcher_backoff_ms=args.backoff_ms, autooffset_reset="smallest",
                             consumer_timeout_ms=GROUP_POLL_MS)
+    with _StopOnSigterm() as stop:
+        try:
+            connector = ZookeeperConsumerConnector(config)
+        except RegistryError as exc:  # it only connects: cli.main says where it looked
+            raise ZooKeeperUnavailable(f"cannot join group {args.group}: {exc}") from None
+        try:
+            (stream,) = connector.create_message_streams({args.topic: 1})[args.topic]
+            _print_stream(stream, args, stop)
+        except (RegistryError, ConsumerRebalanceFailed, KafkaError) as exc:
+            raise CommandError(f"consuming {args.topic} as group {args.group}: {exc}") from None
+        finally:
+            connector.shutdown()  # commits what was consumed, which is what was printed
+    return 0
+
+
+def _print_stream(stream, args: argparse.Namespace, stop: "_StopOnSigterm") -> None:
+    """Print a group stream's messages until --max-messages, --timeout-ms or SIGTERM."""
+    from twisted_broker.client.zookeeper_consumer import ConsumerTimeout
+
     out = sys.stdout.buffer
     remaining = args.max_messages
-    try:
-        connector = ZookeeperConsumerConnector(config)
-    except RegistryError as exc:
-        raise CommandError(f"cannot join group {args.group}: {exc}") from None
-    try:
-        with _progress() as progress:
-            (stream,) = connector.create_message_streams({args.topic: 1})[args.topic]
-            last_message = last_flush = time.monotonic()
-            while remaining is None or remaining > 0:
-                try:
-                    message = next(stream)
-                except ConsumerTimeout:
-                    out.flush()
-                    progress.tick()
-                    idle_ms = (time.monotonic() - last_message) * 1000
-                    if args.timeout_ms is not None and idle_ms >= args.timeout_ms:
-                        break
-                    continue
-                except StopIteration:
+    with _progress() as progress:
+        last_message = last_flush = time.monotonic()
+        while (remaining is None or remaining > 0) and not stop.requested:
+            try:
+                message = next(stream)
+            except ConsumerTimeout:
+                out.flush()
+                progress.tick()
+                idle_ms = (time.monotonic() - last_message) * 1000
+                if args.timeout_ms is not None and idle_ms >= args.timeout_ms:
                     break
-                write_payloads(out, (message.payload,), args.binary)
-                progress.add()
-                if remaining is not None:
-                    remaining -= 1
-                last_message = time.monotonic()
-                if last_message - last_flush >= GROUP_POLL_MS / 1000:
-                    out.flush()
-                    last_flush = last_message
-            out.flush()
-    except (RegistryError, ConsumerRebalanceFailed, KafkaError) as exc:
-        raise CommandError(f"consuming {args.topic} as group {args.group}: {exc}") from None
-    finally:
-        connector.shutdown()  # commits what was consumed
-    return 0
+                continue
+            except StopIteration:
+                break
+            write_payloads(out, (message.payload,), args.binary)
+            progress.add()
+            if remaining is not None:
+                remaining -= 1
+            last_message = time.monotonic()
+            if last_message - last_flush >= GROUP_POLL_MS / 1000:
+                out.flush()
+                last_flush = last_message
+        out.flush()
+
+
+class _StopOnSigterm:
+    """While active, SIGTERM asks the group loop to stop as the end of its input does: the
+    offsets of what was printed are committed at shutdown and the status is 0 (Python's
+    default would end the process there, committing nothing, and the next run would print
+    the same messages again). The loop sees the request within GROUP_POLL_MS."""
+
+    def __enter__(self) -> "_StopOnSigterm":
+        self.requested = False
+        self._previous = signal.signal(signal.SIGTERM, self._request)
+        return self
+
+    def _request(self, signum: int, frame: object) -> None:
+        self.requested = True
+
+    def __exit__(self, *exc_info: object) -> None:
+        signal.signal(signal.SIGTERM, self._previous)

@@ -146,8 +146,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _zookeeper_partition_info(config: ProducerConfig):
     """The registry's brokers and partitions for ``config.zk_connect`` (watched while we run)."""
-    from twisted_broker.registry.zk_partition_info import ZkBrokerPartitionInfo  # loads kazoo
+    from twisted_broker.registry.cluster_view import ZooKeeperUnavailable  # loads kazoo
+    from twisted_broker.registry.zk_partition_info import ZkBrokerPartitionInfo
     try:
         return ZkBrokerPartitionInfo.from_config(config)
-    except RuntimeError as exc:  # ZooKeeper did not answer
-        raise CommandError(str(exc)) from None
+    except RuntimeError as exc:  # ZooKeeper did not answer: cli.main says where it looked
+        raise ZooKeeperUnavailable(str(exc)) from None

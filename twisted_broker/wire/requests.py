@@ -149,20 +149,22 @@ REQUEST_CLASSES = {PRODUCE: ProduceRequest, FETCH: FetchRequest, MULTIFETCH: Mul
 REQUEST_TYPES = {cls: request_type for request_type, cls in REQUEST_CLASSES.items()}
 
 
-def decode_request(frame: Buffer) -> Request:
+def decode_request(frame: Buffer, classes: dict[int, type] = REQUEST_CLASSES) -> Request:
     """Decode one frame body (type + request). Raises UnknownRequestType, Truncated,
-    TrailingBytes or UnicodeDecodeError: 0.7 closes the connection for all of them."""
+    TrailingBytes or UnicodeDecodeError: 0.7 closes the connection for all of them.
+
+    ``classes`` is the table of request types served (replication adds its own to 0.7's)."""
     (request_type,) = unpack_at(INT16, frame, 0)
-    cls = REQUEST_CLASSES.get(request_type)
+    cls = classes.get(request_type)
     if cls is None:
         raise UnknownRequestType(request_type)
     request, pos = cls.decode(frame, 2)
     if pos != len(frame):
-        raise TrailingBytes(f"{len(frame) - pos} bytes after the {REQUEST_NAMES[request_type]} request")
+        raise TrailingBytes(f"{len(frame) - pos} bytes after the {cls.__name__} (type {request_type})")
     return request
 
 
-def encode_request(request: Request) -> bytes:
-    """The whole request as sent: size, type, body."""
-    body = INT16.pack(REQUEST_TYPES[type(request)]) + request.encode()
+def encode_request(request: Request, request_type: int | None = None) -> bytes:
+    """The whole request as sent: size, type (0.7's for its requests), body."""
+    body = INT16.pack(REQUEST_TYPES[type(request)] if request_type is None else request_type) + request.encode()
     return INT32.pack(len(body)) + body

@@ -7,6 +7,7 @@ a scripted stand-in whose answers the test fires by hand.
 from __future__ import annotations
 
 import logging
+import re
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -14,7 +15,7 @@ from twisted.internet.defer import Deferred, fail, succeed
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 
-from twisted_broker.protocols.debug import MAX_LINE_BYTES, DebugFactory
+from twisted_broker.protocols.debug import BANNER_DELAY_S, MAX_LINE_BYTES, DebugFactory
 from twisted_broker.server.debug_commands import Answer, DebugCommands
 from twisted_broker.server.stats import BrokerStats, RequestStats
 from twisted_broker.storage.flusher import InlineFlusher
@@ -45,11 +46,14 @@ def commands(logs, clock) -> DebugCommands:
     return DebugCommands(logs, BrokerStats(RequestStats(60, clock.seconds)), clock=clock, broker_id=3)
 
 
-def connect(commands, clock, idle_timeout_s: float | None = IDLE_S):
+def connect(commands, clock, idle_timeout_s: float | None = IDLE_S, greeted: bool = True):
+    """A session; ``greeted``: once its greeting is out (an interactive session, no one-shot)."""
     factory = DebugFactory(commands, clock=clock, idle_timeout_s=idle_timeout_s)
     protocol = factory.buildProtocol(None)
     transport = StringTransport()
     protocol.makeConnection(transport)
+    if greeted:
+        clock.advance(BANNER_DELAY_S)
     return factory, protocol, transport
 
 
@@ -249,3 +253,89 @@ def test_no_idle_timeout_when_none(commands, clock):
     _factory, _protocol, transport = connect(commands, clock, idle_timeout_s=None)
     clock.advance(10 ** 6)
     assert not transport.disconnecting
+
+
+# --- four-letter words as one-shots, and a peer that half-closes ----------------------------------
+
+def test_a_first_line_word_is_answered_without_greeting_and_the_connection_closes(commands, clock):
+    _factory, protocol, transport = connect(commands, clock, greeted=False)
+    protocol.dataReceived(b"ruok\ntopics\n")  # what follows the word is ignored, as ZooKeeper does
+    assert take(transport) == b"imok\n"
+    assert transport.disconnecting
+    clock.advance(BANNER_DELAY_S)
+    assert take(transport) == b""
+    protocol.connectionLost(None)
+    assert not clock.getDelayedCalls()
+
+
+def test_a_one_shot_word_fed_byte_by_byte_is_answered_once(commands, clock):
+    _factory, protocol, transport = connect(commands, clock, greeted=False)
+    for byte in b"MNTR\r\n":
+        protocol.dataReceived(bytes([byte]))
+    lines = take(transport).decode().split("\n")
+    assert lines[-1] == "" and all(lines[:-1]), "lines, no closing empty line"
+    assert len(lines) - 1 >= 12 and all(re.fullmatch(r"tb_[a-z_]+\t\S+", line) for line in lines[:-1])
+    assert transport.disconnecting
+
+
+def test_a_word_without_its_newline_is_answered_when_the_peer_half_closes(commands, clock):
+    _factory, protocol, transport = connect(commands, clock, greeted=False)
+    protocol.dataReceived(b"ruok")
+    assert take(transport) == b""
+    protocol.readConnectionLost()
+    assert take(transport) == b"imok\n"
+    assert transport.disconnecting
+
+
+def test_a_word_after_the_greeting_is_an_ordinary_command_and_the_session_stays_open(commands, clock):
+    _factory, protocol, transport = connect(commands, clock)
+    assert take(transport) == BANNER
+    protocol.dataReceived(b"ruok\nruok\n")
+    assert take(transport) == b"imok\n\nimok\n\n"
+    assert not transport.disconnecting
+
+
+def test_a_word_after_another_first_line_keeps_the_session_open(commands, clock):
+    _factory, protocol, transport = connect(commands, clock, greeted=False)
+    protocol.dataReceived(b"topics\nruok\n")
+    assert take(transport) == BANNER + b"(no topics)\n\nimok\n\n"
+    assert not transport.disconnecting
+    clock.advance(BANNER_DELAY_S)
+    assert take(transport) == b""  # greeted once
+
+
+def test_a_first_line_that_is_no_word_is_greeted_before_its_answer(commands, clock):
+    _factory, protocol, transport = connect(commands, clock, greeted=False)
+    protocol.dataReceived(b"\nruok now\n")  # an empty line is no first line; a word with arguments no word
+    assert take(transport) == BANNER + b"error: usage: ruok\n\n"
+    assert not transport.disconnecting
+
+
+def test_a_session_whose_peer_half_closes_answers_everything_then_closes(commands, clock):
+    _factory, protocol, transport = connect(commands, clock)
+    take(transport)
+    protocol.dataReceived(b"topics\nruok\nhelp")
+    protocol.readConnectionLost()
+    answers = take(transport)
+    assert answers.startswith(b"(no topics)\n\nimok\n\ncommands (one per line")
+    assert answers.endswith(b"\n\n") and transport.disconnecting
+
+
+def test_a_half_close_waits_for_a_slow_answer_before_closing(clock):
+    slow = Deferred()
+    _factory, protocol, transport = connect(ScriptedCommands(slow), clock, greeted=False)
+    protocol.dataReceived(b"zk ls /\n")
+    protocol.readConnectionLost()
+    assert not transport.disconnecting
+    slow.callback(Answer(["done"]))
+    assert take(transport) == b"hi\n\ndone\n\n"
+    assert transport.disconnecting
+
+
+def test_a_half_close_before_any_line_closes_without_a_word(commands, clock):
+    _factory, protocol, transport = connect(commands, clock, greeted=False)
+    protocol.readConnectionLost()
+    assert take(transport) == b""
+    assert transport.disconnecting
+    protocol.connectionLost(None)
+    assert not clock.getDelayedCalls()

@@ -459,3 +459,36 @@ def test_connection_lost_while_held_answers_nothing_and_leaves_no_watcher(connec
     writer.dataReceived(produce("a", 0, message_set(b"late")))
     connect_waiting.clock.advance(WAIT_S)
     assert transport.value() == b""
+
+
+# --- the figures of each connection (the debug port's cons) ---------------------------------
+
+def test_each_connection_counts_its_requests_responses_and_bytes_until_it_closes(connect, empty_broker, clock):
+    transport, proto = connect()
+    requests = empty_broker.stats.requests
+    (connection,) = requests.open_connections
+    peer = transport.getPeer()
+    assert (connection.host, connection.port, connection.last_request) == (peer.host, peer.port, "NA")
+    clock.time += 3
+    proto.dataReceived(PRODUCE_A_0_HELLO)
+    proto.dataReceived(FETCH_A_0[:7])
+    assert connection.queued() == 0 and connection.reading()
+    proto.dataReceived(FETCH_A_0[7:])  # its response streams...
+    proto.dataReceived(FETCH_A_0)  # ...so the second waits behind it, and reading stops
+    assert connection.queued() == 1 and not connection.reading()
+    drain(transport)
+    drain(transport)
+    assert (connection.requests, connection.responses, connection.last_request) == (3, 2, "fetch")
+    assert connection.bytes_received == len(PRODUCE_A_0_HELLO) + 2 * len(FETCH_A_0)
+    assert connection.bytes_sent == len(transport.value()) == 2 * len(HELLO_FETCH_RESPONSE)
+    assert connection.last_activity_s == connection.established_s + 3
+    proto.connectionLost(None)
+    assert not requests.open_connections and requests.connections == 0
+
+
+def test_fetched_messages_are_counted_out(connect, empty_broker):
+    transport, proto = connect()
+    proto.dataReceived(produce("a", 0, message_set(b"one", b"two")) + FETCH_A_0)
+    drain(transport)
+    topic = empty_broker.stats.topic("a").snapshot()
+    assert (topic["messages_in"], topic["messages_out"]) == (2, 2)

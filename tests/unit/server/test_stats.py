@@ -66,4 +66,63 @@ def test_broker_snapshot_reports_flushes_and_per_log_figures(tmp_path):
     assert snapshot["log_flush"]["flushes"] == 1
     (entry,) = snapshot["logs"]
     assert entry == {"topic": "t", "partition": 0, "size": 2 * 11, "segments": 1, "first_offset": 0,
-                     "current_offset": 22, "messages_appended": 2}
+                     "current_offset": 22, "messages_appended": 2, "messages_per_second": 0.0}
+
+
+def test_each_log_has_a_message_rate_counted_per_appended_set(tmp_path):
+    clock = Clock()
+    logs = LogManager(tmp_path, now=clock, partitions_for=lambda topic: 2)
+    logs.open()
+    logs.get_or_create_log("t", 0)
+    logs.get_or_create_log("t", 1)
+    stats = BrokerStats(RequestStats(600, clock))
+    stats.appended("t", 0, 30)
+    clock.time += 2
+    stats.appended("t", 0, 10)
+    rates = {entry["partition"]: entry["messages_per_second"] for entry in broker_snapshot(stats, logs)["logs"]}
+    assert rates == {0: 40 / 2, 1: 0.0}  # before the first minute ends: the count so far over the time so far
+    clock.time += 60
+    assert broker_snapshot(stats, logs)["logs"][0]["messages_per_second"] == 40 / 60  # the last full minute
+
+
+# --- messages out (estimated) and open connections -------------------------------------------
+
+def test_messages_out_are_the_bytes_fetched_at_the_topics_messages_per_byte():
+    stats = BrokerStats(RequestStats(600, Clock()))
+    stats.topic("t").messages_in, stats.topic("t").bytes_in = 10, 110  # ten 11-byte entries
+    stats.all_topics.messages_in, stats.all_topics.bytes_in = 10, 110
+    stats.record_fetched("t", 33)
+    stats.record_fetched("t", 110)
+    assert stats.topic("t").snapshot()["messages_out"] == 13
+    assert stats.topic("t").bytes_out == 143
+    assert stats.all_topics.snapshot()["messages_out"] == 13 and stats.all_topics.bytes_out == 143
+
+
+def test_messages_out_of_a_topic_nothing_was_produced_to_use_all_topics_ratio():
+    stats = BrokerStats(RequestStats(600, Clock()))
+    stats.topic("busy").messages_in, stats.topic("busy").bytes_in = 4, 100
+    stats.all_topics.messages_in, stats.all_topics.bytes_in = 4, 100
+    stats.record_fetched("old", 50)
+    assert stats.topic("old").snapshot()["messages_out"] == 2
+
+
+def test_no_messages_out_are_counted_before_anything_was_produced():
+    stats = BrokerStats(RequestStats(600, Clock()))
+    stats.record_fetched("t", 500)
+    assert stats.topic("t").snapshot()["messages_out"] == 0
+    assert stats.topic("t").bytes_out == 500
+
+
+def test_open_connections_are_kept_oldest_first_until_closed():
+    clock = Clock()
+    stats = RequestStats(600, clock)
+    first = stats.connection_opened("127.0.0.1", 1000)
+    clock.time += 5
+    second = stats.connection_opened("127.0.0.1", 1001)
+    assert list(stats.open_connections) == [first, second]
+    assert (first.established_s, second.established_s) == (1000.0, 1005.0)
+    stats.connection_closed(first)
+    stats.connection_closed(first)  # twice changes nothing
+    assert list(stats.open_connections) == [second]
+    assert (stats.connections, stats.connections_total) == (1, 2)
+    assert stats.snapshot()["connections"] == 1

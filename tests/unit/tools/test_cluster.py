@@ -75,11 +75,10 @@ def parser(**options) -> argparse.ArgumentParser:
 
 
 @pytest.mark.parametrize("argv, options", [
-    ([], {}),
     (["--zk", "h:1", "--broker-list", "0:h:1"], {}),
     (["--broker-list", "0:h:1"], {"allow_broker_list": False}),
 ])
-def test_exactly_one_of_zk_and_broker_list(argv, options, capsys):
+def test_at_most_one_of_zk_and_broker_list(argv, options, capsys):
     assert parser().parse_args(["--zk", "h:1"]).broker_list is None
     assert parser().parse_args(["--broker-list", "0:h:1"]).broker_list == {0: ("h", 1)}
     with pytest.raises(SystemExit) as exit:

@@ -1,5 +1,5 @@
 """consume: how payloads are written, how a fetched set becomes payloads and the next offset,
-and the argument rules (one start, --group needs --zk)."""
+and the argument rules (one start, --group needs ZooKeeper)."""
 
 import io
 import struct
@@ -70,7 +70,7 @@ def test_a_corrupt_message_fails_and_asks_about_the_start_offset():
 
 
 @pytest.mark.parametrize("argv, status, fragment", [
-    (["--broker-list", "0:h:1", "--group", "g"], 2, "--group needs --zk"),
+    (["--broker-list", "0:h:1", "--group", "g"], 2, "--group needs ZooKeeper, not --broker-list"),
     (["--zk", "h:1", "--group", "g", "--partition", "1"], 2, "--partition cannot be used with --group"),
     (["--zk", "h:1", "--group", "g", "--offset", "5"], 2, "not allowed with argument --group"),
     (["--zk", "h:1", "--from-beginning", "--offset", "5"], 2, "not allowed with argument --from-beginning"),

@@ -24,7 +24,7 @@ def test_every_subcommand_has_help(name, capsys):
     assert capsys.readouterr().out.startswith(f"usage: twisted-broker {name}")
 
 
-@pytest.mark.parametrize("name", SUBCOMMANDS)
+@pytest.mark.parametrize("name", sorted(set(SUBCOMMANDS) - {"topics", "groups"}))  # those need only ZooKeeper
 def test_missing_arguments_are_one_line_with_status_2(name, capsys):
     with pytest.raises(SystemExit) as exit:
         cli.main([name])

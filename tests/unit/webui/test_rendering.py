@@ -111,7 +111,7 @@ def test_metrics_parse_as_prometheus_text(cluster):
     snapshot_stats = BrokerStats(RequestStats(10, Clock().seconds))
     snapshot_stats.topic(TOPIC).messages_in = 8
     clients = BrokerClients(None, lambda broker_id: None)
-    model = ConsoleModel(cluster, clients, OffsetBook(clients, Clock()), LagHistory(), clock=Clock(),
+    model = ConsoleModel(cluster, clients, OffsetBook(clients, Clock()), LagHistory(),
                          local_broker=LocalBroker(0, lambda: broker_snapshot(snapshot_stats, FakeLogs())))
     model.history.add(GROUP, LagSample(4990.0, 80, {TOPIC: 80}))
     metrics = ConsoleMetrics(model)

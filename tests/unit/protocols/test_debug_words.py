@@ -1,0 +1,135 @@
+"""ZooKeeper's four-letter words (server/debug_words.py) and BROKER-P partition arguments, run
+through DebugCommands against real logs, a real Broker for the traffic, and a task.Clock (the
+fixtures of test_debug_commands.py)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.unit.protocols.test_debug_commands import clock, commands, logs, run, stats  # noqa: F401 (fixtures)
+from twisted_broker import __version__
+from twisted_broker.server.broker import Broker
+from twisted_broker.server.debug_commands import DebugCommands
+from twisted_broker.server.stats import BrokerStats
+from twisted_broker.wire.message_set import encode_message_set
+from twisted_broker.wire.requests import FETCH, PRODUCE, FetchRequest, ProduceRequest
+
+BROKER_ID = 7  # the commands fixture's
+
+
+@pytest.fixture
+def broker(logs, stats) -> Broker:  # noqa: F811 (fixtures)
+    return Broker(logs, stats)
+
+
+def traffic(broker: Broker, stats: BrokerStats) -> None:
+    """Three 11-byte messages produced to t-0 and fetched back, as a connection would."""
+    broker.handle(ProduceRequest("t", 0, encode_message_set([b"a", b"b", b"c"])))
+    stats.requests.record(PRODUCE, 0.002)
+    for piece in broker.handle(FetchRequest("t", 0, 0, 1 << 20)):
+        getattr(piece, "close", lambda: None)()
+    stats.requests.record(FETCH, 0.004)
+
+
+def mntr(commands: DebugCommands) -> dict[str, str]:
+    lines = run(commands, "mntr")
+    pairs = [line.split("\t") for line in lines]
+    assert all(len(pair) == 2 and re.fullmatch(r"tb_[a-z_]+", pair[0]) for pair in pairs), lines
+    figures = dict(pairs)
+    assert len(figures) == len(lines), "a key twice"
+    return figures
+
+
+def test_ruok_answers_imok(commands):
+    assert run(commands, "ruok") == ["imok"]
+
+
+def test_mntr_gives_the_figures_as_tab_separated_keys_and_values(commands, broker, stats, clock):
+    clock.advance(12.5)
+    connection = stats.requests.connection_opened("127.0.0.1", 50000)
+    traffic(broker, stats)
+    figures = mntr(commands)
+    assert len(figures) >= 12
+    assert figures["tb_version"] == __version__
+    assert figures["tb_broker_id"] == str(BROKER_ID)
+    assert figures["tb_server_state"] == "standalone"
+    assert figures["tb_uptime_ms"] == "12500"
+    assert figures["tb_open_connections"] == "1"
+    assert (figures["tb_requests_produce"], figures["tb_requests_fetch"], figures["tb_requests_offsets"]) == ("1", "1", "0")
+    assert figures["tb_request_latency_avg_ms"] == "3.000" and figures["tb_request_latency_max_ms"] == "4.000"
+    assert (figures["tb_messages_in"], figures["tb_bytes_in"]) == ("3", "33")
+    assert (figures["tb_messages_out"], figures["tb_bytes_out"]) == ("3", "33")
+    assert (figures["tb_topics"], figures["tb_partitions"], figures["tb_log_bytes"]) == ("1", "1", "33")
+    assert figures["tb_under_replicated_partitions"] == "0"
+    assert int(figures["tb_flushes"]) >= 1 and float(figures["tb_flush_latency_max_ms"]) >= 0
+    stats.requests.connection_closed(connection)
+    assert mntr(commands)["tb_open_connections"] == "0"
+
+
+def test_cons_names_each_connection_as_zookeeper_does(commands, stats, clock):
+    assert run(commands, "cons") == [" (no Kafka-protocol connections)"]
+    first = stats.requests.connection_opened("127.0.0.1", 54321)
+    first.requests, first.responses, first.bytes_received, first.bytes_sent = 12, 11, 400, 5000
+    first.last_request = "fetch"
+    first.queued = lambda: 2
+    first.reading = lambda: False
+    clock.advance(1.5)
+    stats.requests.connection_opened("::1", 40000)
+    assert run(commands, "cons") == [
+        " /127.0.0.1:54321[0](queued=2,recved=12,sent=11,bytes_recved=400,bytes_sent=5000,"
+        "est=1700000000000,lop=fetch,idle=1500)",
+        " /::1:40000[1](queued=0,recved=0,sent=0,bytes_recved=0,bytes_sent=0,est=1700000001500,lop=NA,idle=0)"]
+
+
+def test_srvr_and_stat_give_version_id_uptime_connections_and_requests(commands, broker, stats, clock):
+    stats.requests.connection_opened("127.0.0.1", 54321)
+    traffic(broker, stats)
+    clock.advance(3723.4)
+    srvr = run(commands, "srvr")
+    assert srvr == [f"twisted-broker version: {__version__}", f"Broker id: {BROKER_ID}", "Mode: standalone",
+                    "Uptime: 3723 s", "Connections: 1", "Outstanding: 0",
+                    "Requests: 2 (produce 1, fetch 1, multifetch 0, multiproduce 0, offsets 0)",
+                    "Latency avg/max: 3.000/4.000 ms", "Partitions: 1"]
+    stat = run(commands, "STAT")
+    assert stat[:2] == [srvr[0], "Clients:"]
+    assert stat[2].startswith(" /127.0.0.1:54321[1](") and stat[3:] == srvr[1:]
+
+
+def test_the_words_take_no_arguments(commands):
+    assert run(commands, "mntr now") == ["error: usage: mntr"]
+
+
+def test_help_lists_the_words_and_the_partition_forms(commands):
+    text = "\n".join(run(commands, "help"))
+    for word in ("ruok", "srvr", "stat", "cons", "mntr"):
+        assert re.search(rf"^  {word} ", text, re.MULTILINE), word
+    assert f"BROKER-P with this broker's id ({BROKER_ID})" in text
+
+
+# --- PARTITION as P or BROKER-P ------------------------------------------------------------------
+
+def test_partition_arguments_take_this_brokers_broker_p(commands, broker):
+    broker.handle(ProduceRequest("t", 1, encode_message_set([b"x"])))
+    for command in ("offsets t {}", "tail t {}", "dump t {} 0"):
+        assert run(commands, command.format(f"{BROKER_ID}-1")) == run(commands, command.format("1"))
+    assert run(commands, f"offsets t {BROKER_ID}-1") == ["offset", "    11"]
+
+
+def test_a_partition_on_another_broker_is_a_clear_error(commands, broker):
+    broker.handle(ProduceRequest("t", 1, encode_message_set([b"x"])))
+    message = f"error: partition '3-1' is on broker 3; this is broker {BROKER_ID}: give P or {BROKER_ID}-P"
+    assert run(commands, "tail t 3-1") == [message]
+    assert run(commands, "offsets t 3-1") == [message]
+    assert run(commands, "dump t 3-1 0") == [message]
+
+
+@pytest.mark.parametrize(("argument", "error"), [
+    ("x-1", "error: BROKER of BROKER-PARTITION must be an integer, not 'x'"),
+    (f"{BROKER_ID}-y", "error: PARTITION of BROKER-PARTITION must be an integer, not 'y'"),
+    (f"{BROKER_ID}--1", "error: BROKER of BROKER-PARTITION must be an integer, not '7-'"),
+    ("-1", "error: PARTITION must be at least 0, not -1"),
+])
+def test_malformed_partition_arguments_are_error_answers(commands, argument, error):
+    assert run(commands, f"tail t {argument}") == [error]

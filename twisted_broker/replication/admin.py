@@ -1,0 +1,63 @@
+"""Creating a replicated topic through ZooKeeper, as a broker does for a producer's metadata
+request (the CLI does the same through its blocking client, tools/replication_admin.py).
+
+Like Kafka's AdminUtils, the creator places the replicas (assignment.py) and writes the
+assignment; the controller sees the new node and elects the first leaders.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Collection
+
+from twisted.internet.defer import inlineCallbacks
+from twisted.internet.task import deferLater
+
+from twisted_broker.registry import paths as registry_paths
+from twisted_broker.registry.zookeeper import NodeExistsError, ZooKeeper
+from twisted_broker.replication import paths
+from twisted_broker.replication.assignment import AssignmentError, assign_replicas
+from twisted_broker.replication.cluster_state import ClusterState
+from twisted_broker.replication.paths import TopicAssignment
+from twisted_broker.storage.topic_name import check_topic_name
+
+POLL_S = 0.05
+
+
+def plan_topic(topic: str, *, partitions: int, replication_factor: int, live_brokers: Collection[int],
+               start: int | None = None) -> TopicAssignment:
+    """The assignment of a new topic. Raises InvalidTopic or AssignmentError."""
+    check_topic_name(topic)
+    start = random.randrange(max(len(live_brokers), 1)) if start is None else start
+    return TopicAssignment(assign_replicas(live_brokers, partitions=partitions,
+                                           replication_factor=replication_factor, start=start))
+
+
+@inlineCallbacks
+def create_replicated_topic(zk: ZooKeeper, topic: str, *, partitions: int, replication_factor: int,
+                            live_brokers: Collection[int]):
+    """Write a new topic's assignment; an existing replicated topic is left as it is.
+    Raises AssignmentError (also for the name of a 0.7 topic) or InvalidTopic."""
+    assignment = plan_topic(topic, partitions=partitions, replication_factor=replication_factor,
+                            live_brokers=live_brokers)
+    if (yield zk.exists(registry_paths.topic_path(topic))) is not None:
+        raise AssignmentError(f"{topic!r} is a 0.7 topic (registered under {registry_paths.BROKER_TOPICS})")
+    try:
+        yield zk.create(paths.topic_path(topic), assignment.encode())
+    except NodeExistsError:
+        pass
+
+
+@inlineCallbacks
+def wait_for_leaders(cluster: ClusterState, topic: str, clock, timeout_s: float):
+    """Wait until every partition of ``topic`` has a state (the controller wrote it), or the
+    timeout; returns whether they all have one."""
+    waited = 0.0
+    while waited < timeout_s:
+        assignment = cluster.assignments.get(topic)
+        if assignment is not None and all(cluster.state(topic, p) is not None for p in assignment.replicas):
+            return True
+        yield deferLater(clock, POLL_S, lambda: None)
+        waited += POLL_S
+    return False
+

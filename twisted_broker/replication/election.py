@@ -1,0 +1,101 @@
+"""Who leads a partition (docs/replication.md §3, Controller). Pure: the controller feeds it
+what ZooKeeper says and writes back the states it returns.
+
+The rules:
+
+==========================  ==================================================================
+situation                   new state
+==========================  ==================================================================
+new partition               leader: first live replica of the assignment; ISR: live replicas;
+                            epoch 0; offline (leader -1, ISR: the assignment) if none lives
+leader gone or leaving      leader: the live ISR member, not leaving, that leads the fewest
+                            partitions (ties: assignment order); ISR without the gone broker;
+                            epoch + 1
+no such ISR member          unclean off: offline (leader -1), ISR unchanged (its members hold
+                            every committed message), epoch + 1 (fences the old leader);
+                            unclean on: the live replica outside the ISR that leads the
+                            fewest, ISR = it alone, epoch + 1
+offline, an ISR member back that member leads, epoch + 1
+follower gone               ISR without it (never below the leader alone), epoch unchanged
+preferred election          first replica, if live and in the ISR and not leading: epoch + 1
+==========================  ==================================================================
+
+Each function returns ``None`` when the state need not change, so a controller that re-runs
+a half-done failover writes nothing twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import replace
+
+from twisted_broker.replication.paths import NO_LEADER, PartitionState
+
+
+def initial_state(replicas: Sequence[int], live: Collection[int], *, controller_epoch: int) -> PartitionState:
+    """A new partition's first state."""
+    alive = [b for b in replicas if b in live]
+    if not alive:
+        return PartitionState(NO_LEADER, 0, tuple(replicas), controller_epoch)
+    return PartitionState(alive[0], 0, tuple(alive), controller_epoch)
+
+
+def _fewest_leaderships(candidates: Sequence[int], leader_counts: Mapping[int, int]) -> int:
+    # min is stable: among equals, the first in assignment order wins.
+    return min(candidates, key=lambda b: leader_counts.get(b, 0))
+
+
+def elect_leader(state: PartitionState, replicas: Sequence[int], *, live: Collection[int],
+                 leader_counts: Mapping[int, int], controller_epoch: int, unclean: bool = False,
+                 leaving: Collection[int] = ()) -> PartitionState | None:
+    """The state after the current leader is gone (not in ``live``) or ``leaving`` (controlled
+    shutdown); also brings back an offline partition. None when the leader may stay.
+
+    Candidates are ISR members that are live, assigned, and not leaving; ``leader_counts``
+    is how many partitions each broker leads now.
+    """
+    if state.leader in live and state.leader not in leaving:
+        return None
+    candidates = [b for b in replicas if b in state.isr and b in live and b not in leaving]
+    if candidates:
+        leader = _fewest_leaderships(candidates, leader_counts)
+        new_isr = tuple(b for b in state.isr if b in live and b not in leaving)
+        return PartitionState(leader, state.leader_epoch + 1, new_isr, controller_epoch)
+    if unclean:
+        outside = [b for b in replicas if b in live and b not in leaving]
+        if outside:
+            leader = _fewest_leaderships(outside, leader_counts)
+            return PartitionState(leader, state.leader_epoch + 1, (leader,), controller_epoch)
+    if state.leader in live and state.leader in leaving:
+        return None  # leaving, but nobody can take over: it keeps leading until it stops
+    if not state.online:
+        return None
+    # The ISR stays as it was: its members hold every committed message, so the first of them
+    # to come back may lead again without losing any.
+    return replace(state, leader=NO_LEADER, leader_epoch=state.leader_epoch + 1, controller_epoch=controller_epoch)
+
+
+def remove_from_isr(state: PartitionState, broker_id: int, *, controller_epoch: int) -> PartitionState | None:
+    """A follower's broker is gone or leaving: drop it from the ISR. None if it is not a
+    follower in the ISR (the leader's own departure is elect_leader's)."""
+    if broker_id == state.leader or broker_id not in state.isr or not state.online:
+        return None
+    return replace(state, isr=tuple(b for b in state.isr if b != broker_id), controller_epoch=controller_epoch)
+
+
+def preferred_leader(state: PartitionState, replicas: Sequence[int], *, live: Collection[int],
+                     controller_epoch: int) -> PartitionState | None:
+    """Leadership back to the first replica, if it is live, in the ISR and not leading."""
+    preferred = replicas[0]
+    if state.leader == preferred or preferred not in live or preferred not in state.isr:
+        return None
+    return replace(state, leader=preferred, leader_epoch=state.leader_epoch + 1, controller_epoch=controller_epoch)
+
+
+def leader_counts(states: Mapping[object, PartitionState]) -> dict[int, int]:
+    """How many partitions each broker leads, from every partition's state."""
+    counts: dict[int, int] = {}
+    for state in states.values():
+        if state.online:
+            counts[state.leader] = counts.get(state.leader, 0) + 1
+    return counts

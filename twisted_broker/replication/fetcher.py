@@ -1,0 +1,221 @@
+"""Followers' fetching (docs/replication.md §3, TRUNCATING and FOLLOWING): one connection per
+leader broker, carrying every partition this broker follows there.
+
+Each round: partitions that start following ask the leader where their latest epoch ends and
+cut their logs there (epochs.py); then one ReplicaFetch for all the others, which the leader
+holds up to ``fetch_wait_max_ms`` when nothing is new. Each answer's bytes are CRC-checked and
+appended verbatim, so the replica's segment files are byte-identical to the leader's, with the
+leader's epoch entries recorded first; the replica's high watermark is then
+``min(leader's, own log end)``. An answer for a partition whose role changed while the request
+was out is dropped. A leader that cannot be reached is tried again after a pause, at the
+address ZooKeeper gives at that moment.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+
+from twisted.internet.defer import inlineCallbacks
+from twisted.internet.task import deferLater
+
+from twisted_broker.client.twisted_client import connect_client
+from twisted_broker.errors import InvalidMessage, OffsetOutOfRange
+from twisted_broker.replication.epochs import first_question, follower_truncation
+from twisted_broker.replication.errors import FencedLeaderEpoch, NotLeaderForPartition, UnknownLeaderEpoch
+from twisted_broker.replication.replica import Replica, Role
+from twisted_broker.replication.replica_manager import ReplicaManager
+from twisted_broker.wire.message_set import validate_message_set
+from twisted_broker.wire.replication import (
+    EpochEndOffsetRequest, EpochQuery, ReplicaFetchPartition, ReplicaFetchRequest, decode_epoch_end_offsets,
+    decode_replica_fetch_response, encode_replication_request,
+)
+
+log = logging.getLogger(__name__)
+
+RETRY_S = 0.5
+STALE_STATE_CODES = {NotLeaderForPartition.code, FencedLeaderEpoch.code, UnknownLeaderEpoch.code}
+
+
+class Fetchers:
+    """The fetchers of one broker, one per leader it follows."""
+
+    def __init__(self, manager: ReplicaManager, *, reactor, fetch_wait_max_ms: int, fetch_max_bytes: int,
+                 connect_timeout_s: float = 5.0) -> None:
+        self.manager = manager
+        self.reactor = reactor
+        self.fetch_wait_max_ms = fetch_wait_max_ms
+        self.fetch_max_bytes = fetch_max_bytes
+        self.connect_timeout_s = connect_timeout_s
+        self.fetchers: dict[int, LeaderFetcher] = {}
+        manager.on_follow = self.follow
+
+    def follow(self, replica: Replica) -> None:
+        """The replica's role changed: fetch it from its leader, or from nobody."""
+        for fetcher in self.fetchers.values():
+            fetcher.replicas.pop((replica.topic, replica.partition), None)
+        if replica.role in (Role.TRUNCATING, Role.FOLLOWING) and not self.manager.stopping:
+            fetcher = self.fetchers.get(replica.leader_id)
+            if fetcher is None:
+                fetcher = self.fetchers[replica.leader_id] = LeaderFetcher(self, replica.leader_id)
+            fetcher.replicas[(replica.topic, replica.partition)] = replica
+            fetcher.start()
+
+    def stop(self) -> None:
+        for fetcher in self.fetchers.values():
+            fetcher.stop()
+
+    def lag(self) -> dict[str, int]:
+        """Bytes each followed partition is behind what its leader last said it had."""
+        return {r.name: f.leader_ends.get(key, r.log.written_end) - r.log.written_end
+                for f in self.fetchers.values() for key, r in f.replicas.items()}
+
+
+class LeaderFetcher:
+    def __init__(self, fetchers: Fetchers, leader_id: int) -> None:
+        self.fetchers = fetchers
+        self.manager = fetchers.manager
+        self.leader_id = leader_id
+        self.replicas: dict[tuple[str, int], Replica] = {}
+        self.leader_ends: dict[tuple[str, int], int] = {}
+        self.running = False
+        self._protocol = None
+
+    def start(self) -> None:
+        if not self.running:
+            self.running = True
+            self._loop().addErrback(self._crashed)
+
+    def stop(self) -> None:
+        self.running = False
+        if self._protocol is not None:
+            self._protocol.close()
+
+    def _crashed(self, failure) -> None:
+        self.running = False
+        log.error("fetcher from broker %d stopped: %s", self.leader_id, failure.getTraceback())
+
+    @inlineCallbacks
+    def _loop(self):
+        reactor = self.fetchers.reactor
+        while self.running and self.replicas and not self.manager.stopping:
+            try:
+                if self._protocol is None:
+                    address = self.manager.cluster.brokers.get(self.leader_id)
+                    if address is None:
+                        yield deferLater(reactor, RETRY_S, lambda: None)
+                        continue
+                    self._protocol = yield connect_client(reactor, *address, timeout_s=self.fetchers.connect_timeout_s)
+                    self._protocol.disconnected.addBoth(self._disconnected)
+                truncating = [r for r in self.replicas.values() if r.role is Role.TRUNCATING]
+                if truncating:
+                    yield self._truncate(truncating)
+                following = [r for r in self.replicas.values() if r.role is Role.FOLLOWING]
+                if following:
+                    progressed = yield self._fetch(following)
+                elif not truncating:
+                    break
+                else:
+                    progressed = False
+                if not progressed:  # only errors: let ZooKeeper's news arrive before asking again
+                    yield deferLater(reactor, RETRY_S / 5, lambda: None)
+            except Exception as exc:
+                if self.running:
+                    log.warning("fetching from broker %d: %s; again in %.1f s", self.leader_id, exc, RETRY_S)
+                if self._protocol is not None:
+                    self._protocol.close()
+                    self._protocol = None
+                yield deferLater(reactor, RETRY_S * (0.5 + random.random()), lambda: None)
+        self.running = False
+
+    def _disconnected(self, _result) -> None:
+        self._protocol = None
+
+    @inlineCallbacks
+    def _request(self, request):
+        protocol = self._protocol
+        if protocol is None:
+            raise ConnectionError(f"not connected to broker {self.leader_id}")
+        error, body = yield protocol.request(encode_replication_request(request))
+        return body
+
+    @inlineCallbacks
+    def _truncate(self, replicas: list[Replica]):
+        steps = {}
+        for replica in replicas:
+            step = first_question(replica.epochs, log_end=replica.log.written_end,
+                                  high_watermark=replica.log.end_offset)
+            steps[(replica.topic, replica.partition)] = (replica, replica.leader_epoch, step)
+        while steps:
+            for key, (replica, epoch, step) in list(steps.items()):
+                if replica.role is not Role.TRUNCATING or replica.leader_epoch != epoch:
+                    del steps[key]  # the state moved on while we asked
+                elif step.offset is not None:
+                    cut = replica.log.written_end - step.offset
+                    replica.truncate(step.offset)
+                    log.info("%s: following broker %d from offset %d%s", replica.name, self.leader_id, step.offset,
+                             f" (cut {cut} bytes the leader does not have)" if cut else "")
+                    del steps[key]
+            if not steps:
+                return
+            asked = list(steps.values())
+            request = EpochEndOffsetRequest(self.manager.broker_id, tuple(
+                EpochQuery(r.topic, r.partition, epoch, step.ask_epoch) for r, epoch, step in asked))
+            answers = decode_epoch_end_offsets((yield self._request(request)))
+            for (replica, epoch, step), (error, leader_epoch, end) in zip(asked, answers):
+                key = (replica.topic, replica.partition)
+                if error:
+                    del steps[key]
+                    self._stale(replica, error)
+                    continue
+                steps[key] = (replica, epoch, follower_truncation(
+                    replica.epochs, log_end=replica.log.written_end, high_watermark=replica.log.end_offset,
+                    leader_epoch=leader_epoch, leader_end_offset=end))
+            if any(s[2].offset is None and s[2].ask_epoch is None for s in steps.values()):
+                raise AssertionError("truncation step without an offset or a question")
+
+    @inlineCallbacks
+    def _fetch(self, replicas: list[Replica]):
+        asked = [(r, r.leader_epoch) for r in replicas]
+        request = ReplicaFetchRequest(self.manager.broker_id, self.fetchers.fetch_wait_max_ms, 1, tuple(
+            ReplicaFetchPartition(r.topic, r.partition, epoch, r.log.written_end, self.fetchers.fetch_max_bytes,
+                                  r.log.flushed_end)
+            for r, epoch in asked))
+        answers = decode_replica_fetch_response((yield self._request(request)))
+        progressed = False
+        for (replica, epoch), answer in zip(asked, answers):
+            if replica.role is not Role.FOLLOWING or replica.leader_epoch != epoch \
+                    or self.replicas.get((replica.topic, replica.partition)) is not replica:
+                continue
+            if answer.error:
+                self._stale(replica, answer.error)
+                continue
+            progressed = True
+            self.leader_ends[(replica.topic, replica.partition)] = answer.log_end
+            self._append(replica, answer)
+        return progressed
+
+    def _append(self, replica: Replica, answer) -> None:
+        log_ = replica.log
+        if len(answer.messages):
+            try:
+                messages = validate_message_set(answer.messages)
+            except InvalidMessage as exc:
+                # The leader checked these bytes when they were produced: a damaged copy is a
+                # network or disk fault. Take nothing and ask again.
+                log.error("%s: the leader's bytes at %d fail their check (%s); fetching again", replica.name,
+                          log_.written_end, exc)
+                return
+            replica.copy_epochs(answer.epochs)
+            log_.append(messages)
+        log_.publish_to(min(answer.high_watermark, log_.written_end))
+
+    def _stale(self, replica: Replica, error: int) -> None:
+        if error in STALE_STATE_CODES:
+            # Our idea of the leader is out of date (or theirs is): ZooKeeper decides.
+            self.manager.cluster.reread_state(replica.topic, replica.partition)
+        elif error == OffsetOutOfRange.code:
+            log.warning("%s: the leader has no offset %d; truncating again", replica.name, replica.log.written_end)
+            replica.role = Role.TRUNCATING
+        else:
+            log.warning("%s: the leader answers error %d", replica.name, error)

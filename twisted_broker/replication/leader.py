@@ -1,0 +1,181 @@
+"""A partition's leader: its followers' positions, the in-sync set and the high watermark
+(docs/replication.md §3). Pure: the caller feeds events with ``now_ms`` and carries out the
+decisions (write the proposed ISR to ZooKeeper by compare-and-set, wake held fetches).
+
+The rules, in the order ``follower_fetched``, ``tick`` and ``broker_gone`` apply them:
+
+=================================================  ===========================================
+event                                              decision
+=================================================  ===========================================
+a follower fetches from ``o``                      its end is ``o``; caught up now if ``o`` >=
+                                                   the leader's end, or caught up at its last
+                                                   fetch if ``o`` >= the leader's end then
+a follower outside the ISR reaches ``HW`` and      propose ISR + follower
+the current epoch's start
+an ISR follower not caught up for more than        propose ISR - follower
+``lag_time_max_ms``; or its broker is gone
+a proposal written                                 ISR = proposal; HW recomputed
+a proposal refused (ZooKeeper version moved)       the caller re-reads the state; no proposal
+                                                   is pending any more
+the leader's session suspended or lost, or a       fenced: every write refused, HW frozen
+newer epoch seen
+=================================================  ===========================================
+
+``HW = min(end of every ISR member)`` (the leader's own end included), never lower than
+before. While a proposal is being written, the HW counts the members of both the current and
+the proposed ISR (Kafka's "maximal ISR", KIP-497): a follower proposed in at the HW of the
+moment must not find the HW moved past it by the time the write lands, or the ISR would name
+a replica that lacks committed messages. A follower that has not fetched since this leader
+took office has no known end, and while one is in the ISR the HW stays where the new leader
+found it. One proposal at a time: what the ZooKeeper write brings back decides the next.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
+
+from twisted_broker.replication.errors import NotEnoughReplicas, NotLeaderForPartition
+
+
+@dataclass
+class FollowerPosition:
+    end: int | None = None  # None: has not fetched from this leader yet
+    caught_up_at_ms: int = 0
+    last_fetch_at_ms: int = 0
+    leader_end_at_last_fetch: int = -1
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the caller does after an event: a new high watermark to publish, an ISR to write."""
+
+    high_watermark: int | None = None
+    propose_isr: tuple[int, ...] | None = None
+
+
+NOTHING = Decision()
+
+
+class LeaderPartition:
+    """The leader's view of one partition; ``broker_id`` is this broker, always in the ISR."""
+
+    def __init__(self, *, broker_id: int, leader_epoch: int, epoch_start_offset: int, replicas: Iterable[int],
+                 isr: Iterable[int], log_end: int, high_watermark: int, now_ms: int, lag_time_max_ms: int,
+                 min_insync_replicas: int = 1) -> None:
+        self.broker_id = broker_id
+        self.leader_epoch = leader_epoch
+        self.epoch_start_offset = epoch_start_offset
+        self.replicas = tuple(replicas)
+        self.isr = tuple(isr) if broker_id in isr else (broker_id, *isr)
+        self.log_end = log_end
+        self.high_watermark = min(high_watermark, log_end)
+        self.lag_time_max_ms = lag_time_max_ms
+        self.min_insync_replicas = min_insync_replicas
+        self.fenced = False
+        self.pending_isr: tuple[int, ...] | None = None
+        # Every follower starts as caught up now: a follower gets a full lag time to fetch
+        # before it is dropped, as if it had just caught up when this leader took office.
+        self.followers = {b: FollowerPosition(caught_up_at_ms=now_ms, last_fetch_at_ms=now_ms)
+                          for b in self.replicas if b != broker_id}
+
+    # -- writes ----------------------------------------------------------------------------
+
+    def check_write(self, *, required_acks: int) -> None:
+        """Raise unless a write may be appended now: NotLeaderForPartition when fenced,
+        NotEnoughReplicas for acks=all (-1) while the ISR is smaller than min.insync.replicas."""
+        if self.fenced:
+            raise NotLeaderForPartition(f"broker {self.broker_id} is fenced at epoch {self.leader_epoch}")
+        if required_acks == -1 and len(self.isr) < self.min_insync_replicas:
+            raise NotEnoughReplicas(f"{len(self.isr)} in-sync replica(s) {list(self.isr)}, "
+                                    f"min.insync.replicas={self.min_insync_replicas}")
+
+    def appended(self, log_end: int) -> Decision:
+        """The leader's log grew to ``log_end``."""
+        self.log_end = log_end
+        return self._advance_high_watermark()
+
+    # -- followers -------------------------------------------------------------------------
+
+    def follower_fetched(self, replica: int, offset: int, now_ms: int) -> Decision:
+        """Follower ``replica`` asked for data from ``offset``: it holds everything before it.
+
+        Raises ValueError for a replica that is not assigned, or an offset past the log end
+        (the caller answers those with an error and changes nothing)."""
+        position = self.followers.get(replica)
+        if position is None:
+            raise ValueError(f"broker {replica} is not a follower of this partition ({list(self.replicas)})")
+        if not 0 <= offset <= self.log_end:
+            raise ValueError(f"follower {replica} fetches from {offset}, past the log end {self.log_end}")
+        position.end = offset
+        if offset >= self.log_end:
+            position.caught_up_at_ms = now_ms
+        elif offset >= position.leader_end_at_last_fetch >= 0:
+            position.caught_up_at_ms = max(position.caught_up_at_ms, position.last_fetch_at_ms)
+        position.leader_end_at_last_fetch, position.last_fetch_at_ms = self.log_end, now_ms
+        decision = self._advance_high_watermark()
+        if (replica not in self.isr and self.pending_isr is None and not self.fenced
+                and offset >= self.high_watermark and offset >= self.epoch_start_offset):
+            return Decision(decision.high_watermark, self._propose((*self.isr, replica)))
+        return decision
+
+    def tick(self, now_ms: int) -> Decision:
+        """Drop from the ISR the followers that have not caught up for too long."""
+        lagging = [b for b in self.isr if b != self.broker_id
+                   and now_ms - self.followers[b].caught_up_at_ms > self.lag_time_max_ms]
+        return self._shrink(lagging)
+
+    def brokers_gone(self, gone: Collection[int]) -> Decision:
+        """Brokers whose ZooKeeper registration ended: out of the ISR at once."""
+        return self._shrink([b for b in self.isr if b in gone and b != self.broker_id])
+
+    def _shrink(self, out: list[int]) -> Decision:
+        if not out or self.pending_isr is not None or self.fenced:
+            return NOTHING
+        return Decision(propose_isr=self._propose(tuple(b for b in self.isr if b not in out)))
+
+    def _propose(self, isr: tuple[int, ...]) -> tuple[int, ...]:
+        self.pending_isr = isr
+        return isr
+
+    # -- the ZooKeeper edge's answers -------------------------------------------------------
+
+    def isr_written(self, isr: Iterable[int]) -> Decision:
+        """The proposed (or another) ISR is now the partition state's."""
+        self.pending_isr = None
+        self.isr = tuple(isr)
+        return self._advance_high_watermark()
+
+    def isr_write_refused(self) -> None:
+        """The write found a newer state; the caller re-reads it (and may fence this leader)."""
+        self.pending_isr = None
+
+    def fence(self) -> None:
+        """Session suspended or lost, or a newer epoch seen: refuse writes, freeze the HW."""
+        self.fenced = True
+
+    def unfence(self) -> None:
+        """The session is back and the state still names this broker at this epoch."""
+        self.fenced = False
+
+    # -- the high watermark -----------------------------------------------------------------
+
+    def _advance_high_watermark(self) -> Decision:
+        if self.fenced:
+            return NOTHING
+        ends = [self.log_end]
+        for b in {*self.isr, *(self.pending_isr or ())}:
+            if b != self.broker_id:
+                end = self.followers[b].end if b in self.followers else None
+                if end is None:
+                    return NOTHING
+                ends.append(end)
+        candidate = min(ends)
+        if candidate > self.high_watermark:
+            self.high_watermark = candidate
+            return Decision(high_watermark=candidate)
+        return NOTHING
+
+    def follower_lag(self) -> dict[int, int | None]:
+        """Bytes each follower is behind the leader's log end (None: not fetched yet)."""
+        return {b: None if p.end is None else self.log_end - p.end for b, p in self.followers.items()}

@@ -1,0 +1,98 @@
+"""One partition's replica on this broker: its log, leader epochs and role (docs/replication.md §3).
+
+The role follows the partition's state in ZooKeeper: ``LEADER`` (with the pure
+``LeaderPartition`` deciding ISR and high watermark), ``TRUNCATING`` then ``FOLLOWING`` (the
+fetcher drives those), ``OFFLINE`` (no leader), and ``fenced`` on a leader whose session is in
+doubt. This module keeps the state and the log and epoch files in step; it does no network
+I/O.
+"""
+
+from __future__ import annotations
+
+import logging
+from enum import Enum
+
+from twisted_broker.replication.epochs import LeaderEpochCache
+from twisted_broker.replication.leader import LeaderPartition
+from twisted_broker.replication.paths import PartitionState
+from twisted_broker.storage.checkpoints import read_leader_epochs, write_leader_epochs
+from twisted_broker.storage.log import Log
+
+log = logging.getLogger(__name__)
+
+
+class Role(Enum):
+    OFFLINE = "offline"
+    LEADER = "leader"
+    TRUNCATING = "truncating"
+    FOLLOWING = "following"
+
+
+class Replica:
+    def __init__(self, topic: str, partition: int, log_: Log) -> None:
+        self.topic, self.partition, self.log = topic, partition, log_
+        data = read_leader_epochs(log_.directory)
+        try:
+            self.epochs = LeaderEpochCache.decode(data) if data else LeaderEpochCache()
+        except ValueError as exc:
+            # Without its epochs the replica truncates to its high watermark when it next
+            # follows (epochs.first_question): safe, if it may copy a little again.
+            log.error("%s: %s; starting with no leader epochs", log_.name, exc)
+            self.epochs = LeaderEpochCache()
+        self.role = Role.OFFLINE
+        self.leader_id: int | None = None
+        self.leader_epoch = -1
+        self.leader: LeaderPartition | None = None  # while LEADER
+        self.ack_waiters: list = []  # (end offset, Deferred) of produce requests with acks=-1
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+    @property
+    def fenced(self) -> bool:
+        return self.leader is not None and self.leader.fenced
+
+    def save_epochs(self) -> None:
+        write_leader_epochs(self.log.directory, self.epochs.encode())
+
+    def become_leader(self, state: PartitionState, replicas: tuple[int, ...], *, broker_id: int, now_ms: int,
+                      lag_time_max_ms: int, min_insync_replicas: int) -> None:
+        """Take office at ``state.leader_epoch``: the epoch starts at this log's end."""
+        end = self.log.written_end
+        if self.epochs.assign(state.leader_epoch, end):
+            self.save_epochs()
+        self.role, self.leader_id, self.leader_epoch = Role.LEADER, broker_id, state.leader_epoch
+        self.leader = LeaderPartition(
+            broker_id=broker_id, leader_epoch=state.leader_epoch, epoch_start_offset=end, replicas=replicas,
+            isr=state.isr, log_end=end, high_watermark=self.log.end_offset, now_ms=now_ms,
+            lag_time_max_ms=lag_time_max_ms, min_insync_replicas=min_insync_replicas)
+        decision = self.leader.appended(end)  # alone in its ISR, it commits what it has
+        if decision.high_watermark is not None:
+            self.log.publish_to(decision.high_watermark)
+        log.info("%s: leader at epoch %d, ISR %s, log end %d, high watermark %d", self.name, state.leader_epoch,
+                 list(state.isr), end, self.log.end_offset)
+
+    def become_follower(self, state: PartitionState) -> None:
+        """Follow ``state.leader``: truncate first (the fetcher asks the leader where)."""
+        self.role, self.leader_id, self.leader_epoch, self.leader = Role.TRUNCATING, state.leader, state.leader_epoch, None
+        log.info("%s: following broker %d at epoch %d", self.name, state.leader, state.leader_epoch)
+
+    def go_offline(self, state: PartitionState) -> None:
+        self.role, self.leader_id, self.leader_epoch, self.leader = Role.OFFLINE, None, state.leader_epoch, None
+
+    def truncate(self, offset: int) -> None:
+        """Cut the log and the epochs at ``offset`` (the fetcher found it with the leader)."""
+        self.log.truncate_to(offset)
+        self.epochs.truncate_from_end(offset)
+        self.save_epochs()
+        self.role = Role.FOLLOWING
+
+    def copy_epochs(self, entries) -> None:
+        """Record the leader's epochs for a fetched range (before appending it)."""
+        changed = False
+        for epoch, start in entries:
+            if epoch > self.epochs.latest_epoch:
+                changed |= self.epochs.assign(epoch, start)
+        if changed:
+            self.save_epochs()

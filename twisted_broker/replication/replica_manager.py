@@ -1,0 +1,359 @@
+"""This broker's replicas: roles from ZooKeeper, the leader's side of replication, and the
+hooks the broker calls (docs/replication.md). Reactor thread only.
+
+- **Roles.** ClusterState reports every assignment and partition state; for each partition
+  assigned here the manager makes the replica lead, follow (through ``fetchers``) or wait.
+- **Fencing.** When the ZooKeeper connection is suspended or lost, every leader here is
+  fenced at once: it takes no write and publishes no high watermark until the connection is
+  back and the state still names it at its epoch. A follower's fetch carrying a newer epoch
+  fences it too.
+- **Leaders.** Appends, follower fetches and a timer feed ``LeaderPartition``; its decisions
+  are carried out here: publish the high watermark (waking held fetches and produce requests
+  waiting for acks=all), write a proposed ISR by compare-and-set.
+- **Checkpoints.** Every high watermark goes to ``replication-offset-checkpoint`` each second
+  and at stop.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from twisted.internet.defer import Deferred, inlineCallbacks
+from twisted.internet.task import LoopingCall
+
+from twisted_broker.errors import InvalidTopic, OffsetOutOfRange, WrongPartition
+from twisted_broker.registry.zookeeper import BadVersionError, CONNECTED, NoNodeError, ZooKeeper
+from twisted_broker.replication import paths
+from twisted_broker.replication.cluster_state import ClusterState, Subscriber
+from twisted_broker.replication.epochs import UNDEFINED_EPOCH, UNDEFINED_OFFSET
+from twisted_broker.replication.errors import (
+    FencedLeaderEpoch, NotAReplica, NotEnoughReplicas, NotLeaderForPartition, RequestTimedOut, UnknownLeaderEpoch,
+)
+from twisted_broker.replication.leader import Decision
+from twisted_broker.replication.paths import NO_LEADER, PartitionState
+from twisted_broker.replication.replica import Replica, Role
+from twisted_broker.storage.checkpoints import write_high_watermarks
+from twisted_broker.storage.log_manager import LogManager
+
+log = logging.getLogger(__name__)
+
+CHECKPOINT_INTERVAL_S = 1.0
+
+
+class ReplicaManager:
+    def __init__(self, *, broker_id: int, logs: LogManager, zk: ZooKeeper, cluster: ClusterState, clock,
+                 lag_time_max_ms: int, min_insync_replicas: int) -> None:
+        self.broker_id = broker_id
+        self.logs = logs
+        self.zk = zk
+        self.cluster = cluster
+        self.clock = clock
+        self.lag_time_max_ms = lag_time_max_ms
+        self.min_insync_replicas = min_insync_replicas
+        self.replicas: dict[tuple[str, int], Replica] = {}
+        self.connected = zk.connected
+        self.stopping = False
+        # Called with a replica whose role became TRUNCATING or that stopped following (set
+        # by the fetchers, which then pick it up or drop it).
+        self.on_follow: Callable[[Replica], object] = lambda replica: None
+        # Followers' fetches held for new data (server/replication_requests.py): woken by appends.
+        self.fetch_waiters: list[Callable[[], object]] = []
+        self._tick = LoopingCall(self._tick_leaders)
+        self._checkpoint = LoopingCall(self.checkpoint_high_watermarks)
+        # Figures for /metrics and the debug port.
+        self.isr_shrinks = 0
+        self.isr_expands = 0
+        self.not_enough_replicas = 0
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.cluster.subscribers.append(Subscriber(
+            on_assignment=self._assignment_changed, on_state=self._state_changed, on_brokers=self._brokers_changed,
+            on_resynced=self._resynced))
+        self.zk.add_state_listener(self._on_connection)
+        self._tick.clock = self._checkpoint.clock = self.clock
+        self._tick.start(max(min(self.lag_time_max_ms / 4000, 1.0), 0.05), now=False)
+        self._checkpoint.start(CHECKPOINT_INTERVAL_S, now=False)
+
+    def stop(self) -> None:
+        self.stopping = True
+        for loop in (self._tick, self._checkpoint):
+            if loop.running:
+                loop.stop()
+        for replica in self.replicas.values():
+            self._fail_waiters(replica, NotLeaderForPartition(f"broker {self.broker_id} is stopping"))
+        self.checkpoint_high_watermarks()
+
+    def _on_connection(self, state) -> None:
+        self.connected = state == CONNECTED
+        if not self.connected:
+            fenced = [r.name for r in self.replicas.values() if r.role is Role.LEADER and not r.fenced]
+            for replica in self.replicas.values():
+                if replica.leader is not None:
+                    replica.leader.fence()
+            if fenced:
+                log.warning("ZooKeeper connection %s: fenced the leaders of %s until it is back", state,
+                            ", ".join(fenced))
+        # On CONNECTED, ClusterState reads everything again; _resynced unfences.
+
+    def _resynced(self) -> None:
+        for topic, partition in list(self.replicas):
+            self._state_changed(topic, partition)
+        for topic in self.cluster.assignments:
+            self._assignment_changed(topic)
+
+    # -- roles ---------------------------------------------------------------------------
+
+    def _assignment_changed(self, topic: str) -> None:
+        assignment = self.cluster.assignments.get(topic)
+        for (t, partition), replica in list(self.replicas.items()):
+            if t == topic and (assignment is None or self.broker_id not in assignment.replicas.get(partition, ())):
+                self._drop(replica)
+        if assignment is None:
+            return
+        for partition, replicas in assignment.replicas.items():
+            if self.broker_id in replicas and (topic, partition) not in self.replicas:
+                try:
+                    log_ = self.logs.create_replica_log(topic, partition)
+                except (InvalidTopic, OSError) as exc:
+                    log.error("cannot hold a replica of %s-%d: %s", topic, partition, exc)
+                    continue
+                self.replicas[(topic, partition)] = Replica(topic, partition, log_)
+                self._state_changed(topic, partition)
+
+    def _drop(self, replica: Replica) -> None:
+        """A reassignment moved this replica away: stop, and delete its log."""
+        del self.replicas[(replica.topic, replica.partition)]
+        replica.role = Role.OFFLINE
+        self._fail_waiters(replica, NotLeaderForPartition(f"{replica.name} moved away from broker {self.broker_id}"))
+        self.on_follow(replica)
+        self.logs.delete_log(replica.topic, replica.partition)
+        log.info("%s: replica moved away from this broker and deleted", replica.name)
+
+    def _state_changed(self, topic: str, partition: int) -> None:
+        replica = self.replicas.get((topic, partition))
+        state = self.cluster.state(topic, partition)
+        if replica is None or state is None or self.stopping:
+            return
+        replicas = self.cluster.replicas(topic, partition)
+        if state.leader == self.broker_id:
+            if replica.role is Role.LEADER and replica.leader_epoch == state.leader_epoch:
+                leader = replica.leader
+                if tuple(leader.isr) != state.isr and leader.pending_isr is None:
+                    self._apply(replica, leader.isr_written(state.isr))  # the controller changed it
+                if leader.fenced and self.connected:
+                    leader.unfence()
+                    log.info("%s: leader again at epoch %d", replica.name, state.leader_epoch)
+                return
+            if replica.role is not Role.LEADER:
+                self.on_follow(replica)  # stop fetching first
+            replica.become_leader(state, replicas, broker_id=self.broker_id, now_ms=self._now_ms(),
+                                  lag_time_max_ms=self.lag_time_max_ms, min_insync_replicas=self.min_insync_replicas)
+            if not self.connected:
+                replica.leader.fence()
+            return
+        if replica.role is Role.LEADER:
+            log.info("%s: no longer leader (epoch %d -> %d, leader %s)", replica.name, replica.leader_epoch,
+                     state.leader_epoch, state.leader if state.online else "none")
+            self._fail_waiters(replica, NotLeaderForPartition(f"{replica.name} has a new leader"))
+        if state.leader == NO_LEADER:
+            replica.go_offline(state)
+            self.on_follow(replica)
+        elif replica.leader_id != state.leader or replica.leader_epoch != state.leader_epoch \
+                or replica.role not in (Role.TRUNCATING, Role.FOLLOWING):
+            replica.become_follower(state)
+            self.on_follow(replica)
+
+    def _brokers_changed(self, gone: set[int], new: set[int]) -> None:
+        if not gone:
+            return
+        for replica in self.replicas.values():
+            if replica.role is Role.LEADER:
+                self._apply(replica, replica.leader.brokers_gone(gone))
+
+    def _tick_leaders(self) -> None:
+        now = self._now_ms()
+        for replica in self.replicas.values():
+            if replica.role is Role.LEADER:
+                self._apply(replica, replica.leader.tick(now))
+            if replica.ack_waiters:
+                self._expire_waiters(replica, now)
+
+    # -- the leader's decisions ------------------------------------------------------------
+
+    def _apply(self, replica: Replica, decision: Decision) -> None:
+        if decision.high_watermark is not None:
+            replica.log.publish_to(decision.high_watermark)
+            self._release_waiters(replica)
+        if decision.propose_isr is not None:
+            self._write_isr(replica, decision.propose_isr)
+
+    @inlineCallbacks
+    def _write_isr(self, replica: Replica, isr: tuple[int, ...]):
+        topic, partition, leader = replica.topic, replica.partition, replica.leader
+        state, version = self.cluster.state(topic, partition), self.cluster.version(topic, partition)
+        if state is None or version is None or state.leader_epoch != leader.leader_epoch:
+            leader.isr_write_refused()
+            return
+        new = PartitionState(state.leader, state.leader_epoch, isr, state.controller_epoch)
+        try:
+            stat = yield self.zk.set(paths.state_path(topic, partition), new.encode(), version)
+        except (BadVersionError, NoNodeError):
+            leader.isr_write_refused()
+            yield self.cluster.reread_state(topic, partition)
+            return
+        except Exception as exc:  # connection trouble: the leader is fenced meanwhile
+            log.warning("%s: writing the ISR %s failed: %s", replica.name, list(isr), exc)
+            leader.isr_write_refused()
+            return
+        if replica.leader is not leader:
+            return  # deposed while writing
+        grew = len(isr) > len(leader.isr)
+        if grew:
+            self.isr_expands += 1
+        else:
+            self.isr_shrinks += 1
+        log.info("%s: ISR %s -> %s", replica.name, list(leader.isr), list(isr))
+        self.cluster.written(topic, partition, new, stat.version)
+        self._apply(replica, leader.isr_written(isr))
+
+    # -- hooks for the broker ------------------------------------------------------------
+
+    def replica(self, topic: str, partition: int) -> Replica:
+        """This broker's replica of a replicated partition. Raises WrongPartition if it holds none."""
+        replica = self.replicas.get((topic, partition))
+        if replica is None:
+            count = self.cluster.partition_count(topic)
+            where = "not a partition of it" if count is None or not 0 <= partition < count else "not held here"
+            raise WrongPartition(f"partition {partition} of replicated topic {topic!r}: {where}")
+        return replica
+
+    def leader_for_write(self, topic: str, partition: int, required_acks: int) -> Replica:
+        """The replica, if this broker may append to it now. Raises WrongPartition,
+        NotLeaderForPartition or NotEnoughReplicas (the last is logged and counted)."""
+        replica = self.replica(topic, partition)
+        if replica.role is not Role.LEADER:
+            leader = replica.leader_id
+            raise NotLeaderForPartition(f"{replica.name} is led by broker {leader}" if leader is not None
+                                        else f"{replica.name} has no leader")
+        try:
+            replica.leader.check_write(required_acks=required_acks)
+        except NotEnoughReplicas as exc:
+            self.not_enough_replicas += 1
+            log.warning("%s: write refused: %s", replica.name, exc)
+            raise
+        return replica
+
+    def appended(self, replica: Replica) -> None:
+        """The broker appended to a leader's log."""
+        if replica.leader is not None:
+            self._apply(replica, replica.leader.appended(replica.log.written_end))
+        self._wake_fetch_waiters()
+
+    def wait_for_commit(self, replica: Replica, end_offset: int, timeout_ms: int) -> Deferred:
+        """Fires once the high watermark reaches ``end_offset``; fails with RequestTimedOut
+        after ``timeout_ms``, or NotLeaderForPartition if the leadership is lost first."""
+        d: Deferred = Deferred()
+        if replica.log.end_offset >= end_offset:
+            d.callback(None)
+            return d
+        replica.ack_waiters.append((end_offset, self._now_ms() + timeout_ms, d))
+        return d
+
+    def _release_waiters(self, replica: Replica) -> None:
+        hw = replica.log.end_offset
+        done = [w for w in replica.ack_waiters if w[0] <= hw]
+        if done:
+            replica.ack_waiters = [w for w in replica.ack_waiters if w[0] > hw]
+            for _end, _deadline, d in done:
+                d.callback(None)
+
+    def _expire_waiters(self, replica: Replica, now_ms: int) -> None:
+        late = [w for w in replica.ack_waiters if w[1] <= now_ms]
+        if late:
+            replica.ack_waiters = [w for w in replica.ack_waiters if w[1] > now_ms]
+            for _end, _deadline, d in late:
+                d.errback(RequestTimedOut(f"{replica.name}: not on every in-sync replica in time"))
+
+    def _fail_waiters(self, replica: Replica, error: Exception) -> None:
+        waiters, replica.ack_waiters = replica.ack_waiters, []
+        for _end, _deadline, d in waiters:
+            d.errback(error)
+
+    # -- follower requests (served by the leader) -----------------------------------------------
+
+    def _wake_fetch_waiters(self) -> None:
+        if self.fetch_waiters:
+            waiters, self.fetch_waiters = self.fetch_waiters, []
+            for wake in waiters:
+                wake()
+
+    def follower_fetch(self, replica_id: int, topic: str, partition: int, leader_epoch: int, offset: int):
+        """Check a follower's fetch and record its position; returns the leader's replica.
+        Raises the error its answer carries."""
+        replica = self.replicas.get((topic, partition))
+        if replica is None:
+            raise WrongPartition(f"{topic}-{partition} has no replica on broker {self.broker_id}")
+        if replica_id not in self.cluster.replicas(topic, partition) or replica_id == self.broker_id:
+            raise NotAReplica(f"broker {replica_id} is not a follower of {replica.name}")
+        if replica.role is not Role.LEADER:
+            if leader_epoch > replica.leader_epoch:
+                raise UnknownLeaderEpoch(f"{replica.name}: epoch {leader_epoch} is newer than {replica.leader_epoch}")
+            raise NotLeaderForPartition(f"{replica.name} is not led by broker {self.broker_id}")
+        leader = replica.leader
+        if leader_epoch > leader.leader_epoch:
+            # A follower knows of a newer leader: this one is deposed, whatever ZooKeeper
+            # has told it so far.
+            leader.fence()
+            self.cluster.reread_state(topic, partition)
+            raise UnknownLeaderEpoch(f"{replica.name}: epoch {leader_epoch} is newer than {leader.leader_epoch}")
+        if leader_epoch < leader.leader_epoch:
+            raise FencedLeaderEpoch(f"{replica.name}: epoch {leader_epoch} is older than {leader.leader_epoch}")
+        if leader.fenced:
+            raise NotLeaderForPartition(f"{replica.name}: broker {self.broker_id} is fenced")
+        try:
+            decision = leader.follower_fetched(replica_id, offset, self._now_ms())
+        except ValueError as exc:
+            raise OffsetOutOfRange(str(exc)) from None
+        self._apply(replica, decision)
+        return replica
+
+    def epoch_end_offset(self, topic: str, partition: int, current_leader_epoch: int, epoch: int) -> tuple[int, int]:
+        """Where ``epoch`` ends on this leader's log (epochs.end_offset_for). Raises like
+        ``follower_fetch``."""
+        replica = self.replicas.get((topic, partition))
+        if replica is None:
+            raise WrongPartition(f"{topic}-{partition} has no replica on broker {self.broker_id}")
+        if replica.role is not Role.LEADER or replica.fenced:
+            raise NotLeaderForPartition(f"{replica.name} is not led by broker {self.broker_id}")
+        if current_leader_epoch < replica.leader_epoch:
+            raise FencedLeaderEpoch(f"{replica.name}: epoch {current_leader_epoch} is older than {replica.leader_epoch}")
+        if current_leader_epoch > replica.leader_epoch:
+            raise UnknownLeaderEpoch(f"{replica.name}: epoch {current_leader_epoch} is newer")
+        found = replica.epochs.end_offset_for(epoch, replica.log.written_end)
+        return found if found[0] != UNDEFINED_EPOCH else (UNDEFINED_EPOCH, UNDEFINED_OFFSET)
+
+    # -- checkpoints and figures ---------------------------------------------------------
+
+    def checkpoint_high_watermarks(self) -> None:
+        offsets = {key: r.log.end_offset for key, r in self.replicas.items()}
+        if not offsets:
+            return
+        try:
+            write_high_watermarks(self.logs.log_dir, offsets)
+        except OSError as exc:
+            log.error("writing the high watermark checkpoint failed: %s", exc)
+
+    def leader_count(self) -> int:
+        return sum(r.role is Role.LEADER for r in self.replicas.values())
+
+    def under_replicated(self) -> int:
+        """Partitions led here whose ISR is smaller than their replica list."""
+        return sum(r.role is Role.LEADER and len(r.leader.isr) < len(self.cluster.replicas(r.topic, r.partition))
+                   for r in self.replicas.values())
+
+    def _now_ms(self) -> int:
+        return int(self.clock.seconds() * 1000)
+

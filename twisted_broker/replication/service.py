@@ -1,0 +1,83 @@
+"""Replication as one Twisted service of the broker: the ZooKeeper cache, the controller, the
+replicas and their fetchers, started after the broker listens and registers, stopped before.
+
+Stop is a controlled shutdown (``controlled.shutdown.enable``, docs/replication.md §3): the
+broker asks the controller to move its leaderships away, by an ephemeral node the controller
+answers with ``done``, and waits for that (at most ``controlled.shutdown.max.ms``) while it
+still serves; then the fetchers stop and the high watermarks are checkpointed.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from twisted.application.service import Service
+from twisted.internet.defer import Deferred, inlineCallbacks
+from twisted.internet.task import deferLater
+
+from twisted_broker.registry.zookeeper import NodeExistsError, NoNodeError, ZooKeeper
+from twisted_broker.replication import paths
+from twisted_broker.replication.cluster_state import ClusterState
+from twisted_broker.replication.controller import Controller
+from twisted_broker.replication.fetcher import Fetchers
+from twisted_broker.replication.replica_manager import ReplicaManager
+
+log = logging.getLogger(__name__)
+
+SHUTDOWN_POLL_S = 0.05
+
+
+class ReplicationService(Service):
+    def __init__(self, *, cluster: ClusterState, manager: ReplicaManager, controller: Controller, fetchers: Fetchers,
+                 zk: ZooKeeper, reactor, controlled_shutdown: bool, controlled_shutdown_max_ms: int) -> None:
+        self.cluster, self.manager, self.controller, self.fetchers = cluster, manager, controller, fetchers
+        self._zk = zk
+        self._reactor = reactor
+        self._controlled_shutdown = controlled_shutdown
+        self._controlled_shutdown_max_s = controlled_shutdown_max_ms / 1000
+
+    def startService(self) -> None:
+        super().startService()
+        self.manager.start()
+        self.controller.start()
+        self.cluster.start()
+
+    @inlineCallbacks
+    def stopService(self):
+        super().stopService()
+        if self._controlled_shutdown and self._zk.connected and self.manager.leader_count():
+            yield self._move_leaderships_away()
+        self.fetchers.stop()
+        self.manager.stop()
+        self.controller.stop()
+
+    @inlineCallbacks
+    def _move_leaderships_away(self):
+        broker_id = self.manager.broker_id
+        path = paths.shutdown_path(broker_id)
+        started = self._reactor.seconds()
+        try:
+            try:
+                yield self._zk.create(path, b"{}", ephemeral=True)
+            except NodeExistsError:
+                yield self._zk.set(path, b"{}")
+            while self._reactor.seconds() - started < self._controlled_shutdown_max_s:
+                value, _stat = yield self._zk.get(path)
+                if value == b"done":
+                    break
+                yield deferLater(self._reactor, SHUTDOWN_POLL_S, lambda: None)
+            else:
+                log.warning("controlled shutdown: no answer from the controller within %.1f s; stopping with %d "
+                            "leadership(s)", self._controlled_shutdown_max_s, self.manager.leader_count())
+                return
+            # The controller has written the new states; wait (briefly) until this broker has
+            # seen them, so it takes no more writes as leader.
+            while self.manager.leader_count() and self._reactor.seconds() - started < self._controlled_shutdown_max_s:
+                yield deferLater(self._reactor, SHUTDOWN_POLL_S, lambda: None)
+            log.info("controlled shutdown: leaderships moved away in %.2f s (%d left)",
+                     self._reactor.seconds() - started, self.manager.leader_count())
+        except (NoNodeError, Exception) as exc:  # ZooKeeper went away: stop as a plain stop does
+            log.warning("controlled shutdown failed: %s", exc)
+
+
+__all__ = ["ReplicationService", "Deferred"]
