@@ -17,6 +17,7 @@ help:
 	@echo "make test   the whole pytest suite (PYTEST_ARGS='...' passes options to pytest)"
 	@echo "make bench  the benchmark suite, results under bench/results/"
 	@echo "make soak   tests/reliability at length (make test runs its short form), with a summary"
+	@echo "make spark-cluster  a Spark standalone master and two workers on 127.0.0.1 (Ctrl-C stops)"
 
 run: $(VENV)/.installed-test
 	$(VENV)/bin/python -m twisted_broker.devcluster
@@ -89,3 +90,24 @@ $(VENV)/.installed-%: setup.cfg pyproject.toml Makefile | system-packages
 	[ -x $(VENV)/bin/python ] || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q -e '.[$(EXTRAS_$*)]' --config-settings editable_mode=compat
 	touch $@
+
+# A Python with pyspark (the driver's version) and pyarrow and nothing of this project: the
+# executors' interpreter in tests/spark/test_standalone_cluster.py (make test), in make
+# bench's cluster rows and on make spark-cluster, whose JVMs also come from its pyspark. The
+# ETL ships the project to it (twisted_broker/spark/executor_code.py). Redone when setup.cfg
+# or this file changes.
+SPARK_WORKER_VENV := .venv-spark-worker
+.PHONY: spark-cluster
+test bench: $(SPARK_WORKER_VENV)/.installed
+
+$(SPARK_WORKER_VENV)/.installed: setup.cfg Makefile | $(VENV)/.installed-test
+	[ -x $(SPARK_WORKER_VENV)/bin/python ] || $(PYTHON) -m venv $(SPARK_WORKER_VENV)
+	$(SPARK_WORKER_VENV)/bin/pip install -q $$($(VENV)/bin/python -c \
+	  'from importlib.metadata import version as v; print("pyspark==" + v("pyspark"), "pyarrow==" + v("pyarrow"))')
+	touch $@
+
+# Master spark://127.0.0.1:7077 (web UI 8180), workers' web UIs 8181 and 8182, files under
+# var/spark-cluster/; Ctrl-C stops all three JVMs. README.md: the nightly ETL against it.
+spark-cluster: $(VENV)/.installed-test $(SPARK_WORKER_VENV)/.installed
+	$(VENV)/bin/python -m twisted_broker.spark.standalone --python $(SPARK_WORKER_VENV)/bin/python \
+	  --work-dir var/spark-cluster

@@ -12,9 +12,13 @@ gigabytes inside the broker.
 from __future__ import annotations
 
 import struct
+import sys
 import zlib
 
-import snappy
+try:
+    import snappy
+except ModuleNotFoundError:  # a Spark executor given this package alone (spark/executor_code.py)
+    snappy = None
 
 NO_COMPRESSION = 0
 GZIP = 1
@@ -31,6 +35,19 @@ DEFAULT_MAX_BYTES = 128 * 1024 * 1024
 
 class DecompressionError(ValueError):
     """The compressed bytes are malformed, truncated, or expand past the allowed size."""
+
+
+class CodecUnavailable(ImportError):
+    """The binding a codec needs is not installed in this Python (not a fault of the data:
+    never reported as a damaged message)."""
+
+
+def _snappy_binding():
+    if snappy is None:
+        raise CodecUnavailable(f"snappy: the module snappy (pip install python-snappy) is not installed in "
+                               f"{sys.executable}; install it where this runs (for a Spark job: every "
+                               "executor's Python)", name="snappy")
+    return snappy
 
 
 def compress(codec: int, data: bytes | memoryview) -> bytes:
@@ -79,13 +96,14 @@ def _snappy_java_compress(data: bytes | memoryview) -> bytes:
     view = memoryview(data)
     parts = [_SNAPPY_HEADER.pack(SNAPPY_JAVA_MAGIC, 1, 1)]
     for start in range(0, len(view), SNAPPY_BLOCK_BYTES):
-        block = snappy.compress(view[start:start + SNAPPY_BLOCK_BYTES])
+        block = _snappy_binding().compress(view[start:start + SNAPPY_BLOCK_BYTES])
         parts.append(_SNAPPY_BLOCK.pack(len(block)))
         parts.append(block)
     return b"".join(parts)
 
 
 def _snappy_java_decompress(data: bytes | memoryview, max_bytes: int) -> bytes:
+    binding = _snappy_binding()
     view = memoryview(data)
     if len(view) < _SNAPPY_HEADER.size:
         raise DecompressionError("snappy: shorter than the snappy-java header")
@@ -111,8 +129,8 @@ def _snappy_java_decompress(data: bytes | memoryview, max_bytes: int) -> bytes:
         if total > max_bytes:
             raise DecompressionError(f"snappy: expands past {max_bytes} bytes")
         try:
-            out.append(snappy.uncompress(block))
-        except snappy.UncompressError as exc:
+            out.append(binding.uncompress(block))
+        except binding.UncompressError as exc:
             raise DecompressionError(f"snappy: {exc}") from None
         pos += length
     return b"".join(out)

@@ -10,14 +10,27 @@ megabyte), so the hot paths use zlib-ng's; tests check that all three agree.
 
 from __future__ import annotations
 
-import crcmod.predefined
-from crcmod.crcmod import _usingExtension
-from zlib_ng import zlib_ng
+import zlib
+from collections.abc import Callable
 
-if not _usingExtension:  # an ImportError, not an assert: asserts vanish under python -O
-    raise ImportError("crcmod was built without its C extension; reinstall it with a C compiler present")
+# A Spark executor may have this package alone, zipped (spark/executor_code.py ships it to
+# Pythons that hold nothing but pyspark and pyarrow): there the stdlib's zlib computes the
+# same CRC, about half as fast, and crcmod, which only the tests and the benchmark call, is
+# absent. Everywhere else both come with the package (setup.cfg).
+try:
+    from zlib_ng import zlib_ng
+except ModuleNotFoundError:
+    zlib_ng = None
 
-crcmod_crc32 = crcmod.predefined.mkCrcFun("crc-32")
+try:
+    import crcmod.predefined
+    from crcmod.crcmod import _usingExtension
+except ModuleNotFoundError:
+    crcmod_crc32: Callable[[bytes], int] | None = None
+else:
+    if not _usingExtension:  # an ImportError, not an assert: asserts vanish under python -O
+        raise ImportError("crcmod was built without its C extension; reinstall it with a C compiler present")
+    crcmod_crc32 = crcmod.predefined.mkCrcFun("crc-32")
 
 # The function every codec uses. Returns the unsigned CRC (Python 3's zlib already does).
-crc32 = zlib_ng.crc32
+crc32 = zlib.crc32 if zlib_ng is None else zlib_ng.crc32
