@@ -142,7 +142,8 @@ def makeService(options: Options):  # BrokerService, in a MultiService with --we
         def partitions_for(topic: str) -> int:  # a replicated topic's count is its assignment's
             return cluster.partition_count(topic) or config.partitions_for(topic)
     logs = LogManager(config.log_dir, now=reactor.seconds, partitions_for=partitions_for,
-                      policy_for=policy_for(config), max_topic_name_length=config.max_topic_name_length)
+                      policy_for=policy_for(config), max_topic_name_length=config.max_topic_name_length,
+                      visible_at_append=config.log_visibility == "committed")
     stats = BrokerStats(RequestStats(config.monitoring_period_secs, reactor.seconds))
     replication = _replication(config, zk, cluster, logs, stats, reactor) if cluster is not None else None
     broker = Broker(logs, stats, max_message_size=config.max_message_size,
@@ -209,7 +210,8 @@ def _replication(config: BrokerConfig, zk, cluster, logs: LogManager, stats: Bro
 
     manager = ReplicaManager(broker_id=config.brokerid, logs=logs, zk=zk, cluster=cluster, clock=reactor,
                              lag_time_max_ms=config.replica_lag_time_max_ms,
-                             min_insync_replicas=config.min_insync_replicas)
+                             min_insync_replicas=config.min_insync_replicas,
+                             count_flushed=config.log_visibility == "flushed")
     # A follower must be able to fetch the largest message whole, whatever its fetch size.
     fetchers = Fetchers(manager, reactor=reactor, fetch_wait_max_ms=config.replica_fetch_wait_max_ms,
                         fetch_max_bytes=max(config.replica_fetch_max_bytes, config.max_message_size + 1024))

@@ -61,6 +61,16 @@ class ReplicatedCluster:
                 raise AssertionError(f"timed out waiting for {what}")
             time.sleep(0.05)
 
+    def wait_until_all_see_each_other(self) -> None:
+        """Each live broker's ZooKeeper cache lists every live broker (a topic created before
+        that could not be given as many replicas)."""
+        expected = {b.broker_id for b in self.live()}
+        for broker in self.live():
+            def sees_all(broker=broker):
+                with Wire(broker) as wire:
+                    return {b[0] for b in wire.metadata().brokers} == expected
+            self.wait_for(sees_all, what=f"broker {broker.broker_id} to see every broker")
+
     def leaders(self, topic: str, via: int | None = None) -> dict[int, int]:
         return {p.partition: p.leader for p in self.metadata(topic, via).topics[0].partitions}
 
@@ -116,4 +126,5 @@ def replicated_cluster(zookeeper, tmp_path) -> Iterator[ReplicatedCluster]:  # n
 def three_brokers(replicated_cluster) -> ReplicatedCluster:
     for broker_id in range(3):
         replicated_cluster.start(broker_id)
+    replicated_cluster.wait_until_all_see_each_other()
     return replicated_cluster

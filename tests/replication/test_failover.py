@@ -105,6 +105,7 @@ def test_min_insync_replicas_refuses_writes_until_a_replica_returns(replicated_c
     cluster.properties["min.insync.replicas"] = "2"
     for broker_id in range(3):
         cluster.start(broker_id)
+    cluster.wait_until_all_see_each_other()
     cluster.metadata("m")
     produce_all(cluster, "m", 0, [b"ok"])
     leader = cluster.leaders("m")[0]

@@ -43,7 +43,7 @@ CHECKPOINT_INTERVAL_S = 1.0
 
 class ReplicaManager:
     def __init__(self, *, broker_id: int, logs: LogManager, zk: ZooKeeper, cluster: ClusterState, clock,
-                 lag_time_max_ms: int, min_insync_replicas: int) -> None:
+                 lag_time_max_ms: int, min_insync_replicas: int, count_flushed: bool = False) -> None:
         self.broker_id = broker_id
         self.logs = logs
         self.zk = zk
@@ -51,6 +51,9 @@ class ReplicaManager:
         self.clock = clock
         self.lag_time_max_ms = lag_time_max_ms
         self.min_insync_replicas = min_insync_replicas
+        # log.visibility=flushed: the high watermark counts what each ISR member has fsynced,
+        # not what it has written (docs/replication.md §6).
+        self.count_flushed = count_flushed
         self.replicas: dict[tuple[str, int], Replica] = {}
         self.connected = zk.connected
         self.stopping = False
@@ -151,7 +154,10 @@ class ReplicaManager:
             if replica.role is not Role.LEADER:
                 self.on_follow(replica)  # stop fetching first
             replica.become_leader(state, replicas, broker_id=self.broker_id, now_ms=self._now_ms(),
-                                  lag_time_max_ms=self.lag_time_max_ms, min_insync_replicas=self.min_insync_replicas)
+                                  lag_time_max_ms=self.lag_time_max_ms, min_insync_replicas=self.min_insync_replicas,
+                                  log_end=self._leader_end(replica))
+            if self.count_flushed:
+                replica.log.on_durable = lambda: self.appended(replica) if replica.leader is not None else None
             if not self.connected:
                 replica.leader.fence()
             return
@@ -250,8 +256,11 @@ class ReplicaManager:
     def appended(self, replica: Replica) -> None:
         """The broker appended to a leader's log."""
         if replica.leader is not None:
-            self._apply(replica, replica.leader.appended(replica.log.written_end))
+            self._apply(replica, replica.leader.appended(self._leader_end(replica)))
         self._wake_fetch_waiters()
+
+    def _leader_end(self, replica: Replica) -> int:
+        return replica.log.flushed_end if self.count_flushed else replica.log.written_end
 
     def wait_for_commit(self, replica: Replica, end_offset: int, timeout_ms: int) -> Deferred:
         """Fires once the high watermark reaches ``end_offset``; fails with RequestTimedOut
@@ -291,9 +300,11 @@ class ReplicaManager:
             for wake in waiters:
                 wake()
 
-    def follower_fetch(self, replica_id: int, topic: str, partition: int, leader_epoch: int, offset: int):
-        """Check a follower's fetch and record its position; returns the leader's replica.
-        Raises the error its answer carries."""
+    def follower_fetch(self, replica_id: int, topic: str, partition: int, leader_epoch: int, offset: int,
+                       flushed_offset: int):
+        """Check a follower's fetch and record its position (its durable one under
+        log.visibility=flushed); returns the leader's replica. Raises the error its answer
+        carries."""
         replica = self.replicas.get((topic, partition))
         if replica is None:
             raise WrongPartition(f"{topic}-{partition} has no replica on broker {self.broker_id}")
@@ -314,10 +325,11 @@ class ReplicaManager:
             raise FencedLeaderEpoch(f"{replica.name}: epoch {leader_epoch} is older than {leader.leader_epoch}")
         if leader.fenced:
             raise NotLeaderForPartition(f"{replica.name}: broker {self.broker_id} is fenced")
-        try:
-            decision = leader.follower_fetched(replica_id, offset, self._now_ms())
-        except ValueError as exc:
-            raise OffsetOutOfRange(str(exc)) from None
+        if not 0 <= offset <= replica.log.written_end:
+            raise OffsetOutOfRange(f"follower {replica_id} fetches {replica.name} from {offset}, past its end "
+                                   f"{replica.log.written_end}")
+        position = min(flushed_offset, leader.log_end) if self.count_flushed else offset
+        decision = leader.follower_fetched(replica_id, max(position, 0), self._now_ms())
         self._apply(replica, decision)
         return replica
 
