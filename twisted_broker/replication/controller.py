@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import random
+from dataclasses import replace
 
 from twisted.internet.defer import inlineCallbacks
 
@@ -163,10 +164,17 @@ class Controller:
                 if state is None:
                     new = initial_state(replicas, live, controller_epoch=self.epoch)
                 else:
+                    restarted = self._restarted_leader(state)
                     new = elect_leader(state, replicas, live=live, leader_counts=counts, controller_epoch=self.epoch,
-                                       unclean=self._unclean, leaving=leaving)
+                                       unclean=self._unclean, leaving=leaving | restarted)
+                    if new is None and restarted:
+                        # No other in-sync replica: it leads on, at a new epoch that fences
+                        # what its previous run may have answered.
+                        new = replace(state, leader_epoch=state.leader_epoch + 1, controller_epoch=self.epoch)
                     for gone in [b for b in (new or state).isr if b not in live or b in leaving]:
                         new = remove_from_isr(new or state, gone, controller_epoch=self.epoch) or new
+                if new is not None and new.online and new.leader_session != cluster.sessions.get(new.leader, ""):
+                    new = replace(new, leader_session=cluster.sessions.get(new.leader, ""))
                 if new is not None and new != state:
                     if state is not None and new.leader != state.leader:
                         self.elections += 1
@@ -184,6 +192,14 @@ class Controller:
         yield self._answer_shutdowns(leaving)
         yield self._reassign()
         yield self._preferred_election()
+
+    def _restarted_leader(self, state: PartitionState) -> frozenset[int]:
+        """{leader} if the leader is registered under another session than the one it was
+        elected in (it restarted); empty otherwise."""
+        session = self._cluster.sessions.get(state.leader)
+        if state.online and session is not None and state.leader_session and state.leader_session != session:
+            return frozenset({state.leader})
+        return frozenset()
 
     def _log_election(self, topic, partition, old: PartitionState, new: PartitionState, replicas, live) -> None:
         if not new.online:
@@ -352,13 +368,13 @@ class Controller:
         if state is None or not set(target) <= set(state.isr):
             return False  # still copying; the ISR change that completes it calls reconcile again
         if state.leader not in target:  # step 2: lead from the new set, then drop the others
-            new = PartitionState(next(b for b in target if b in state.isr), state.leader_epoch + 1,
-                                 tuple(b for b in state.isr if b in target), self.epoch)
+            leader = next(b for b in target if b in state.isr)
+            new = PartitionState(leader, state.leader_epoch + 1, tuple(b for b in state.isr if b in target),
+                                 self.epoch, cluster.sessions.get(leader, ""))
             if not (yield self._write(move.topic, move.partition, new)):
                 return False
         elif set(state.isr) - set(target):
-            new = PartitionState(state.leader, state.leader_epoch, tuple(b for b in state.isr if b in target),
-                                 self.epoch)
+            new = replace(state, isr=tuple(b for b in state.isr if b in target), controller_epoch=self.epoch)
             if not (yield self._write(move.topic, move.partition, new)):
                 return False
         yield self._write_assignment(move.topic, assignment, move.partition, target)

@@ -43,8 +43,12 @@ CHECKPOINT_INTERVAL_S = 1.0
 
 class ReplicaManager:
     def __init__(self, *, broker_id: int, logs: LogManager, zk: ZooKeeper, cluster: ClusterState, clock,
-                 lag_time_max_ms: int, min_insync_replicas: int, count_flushed: bool = False) -> None:
+                 lag_time_max_ms: int, min_insync_replicas: int, count_flushed: bool = False,
+                 session: str = "") -> None:
         self.broker_id = broker_id
+        # This process's registration (creatorId): a state naming this broker leader under
+        # another session was given to a previous run, which may have lost its unflushed tail.
+        self.session = session
         self.logs = logs
         self.zk = zk
         self.cluster = cluster
@@ -142,6 +146,15 @@ class ReplicaManager:
         if replica is None or state is None or self.stopping:
             return
         replicas = self.cluster.replicas(topic, partition)
+        if state.leader == self.broker_id and state.leader_session and state.leader_session != self.session:
+            # Elected in a previous run: wait for the controller's new epoch (it sees the
+            # new registration) rather than lead with what this run's log may lack.
+            if replica.role is not Role.OFFLINE:
+                self.on_follow(replica)
+            replica.go_offline(state)
+            log.info("%s: elected leader in a previous run (epoch %d); waiting for a new election", replica.name,
+                     state.leader_epoch)
+            return
         if state.leader == self.broker_id:
             if replica.role is Role.LEADER and replica.leader_epoch == state.leader_epoch:
                 leader = replica.leader
@@ -204,7 +217,7 @@ class ReplicaManager:
         if state is None or version is None or state.leader_epoch != leader.leader_epoch:
             leader.isr_write_refused()
             return
-        new = PartitionState(state.leader, state.leader_epoch, isr, state.controller_epoch)
+        new = PartitionState(state.leader, state.leader_epoch, isr, state.controller_epoch, state.leader_session)
         try:
             stat = yield self.zk.set(paths.state_path(topic, partition), new.encode(), version)
         except (BadVersionError, NoNodeError):
