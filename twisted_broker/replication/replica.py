@@ -43,7 +43,8 @@ class Replica:
         self.leader_id: int | None = None
         self.leader_epoch = -1
         self.leader: LeaderPartition | None = None  # while LEADER
-        self.ack_waiters: list = []  # (end offset, Deferred) of produce requests with acks=-1
+        self.ack_waiters: list = []  # (end offset, deadline ms, Deferred) of produce requests with acks=-1
+        self.refusal_logged_at = float("-inf")  # the last "not enough replicas" line
 
     @property
     def name(self) -> str:

@@ -39,6 +39,7 @@ from twisted_broker.storage.log_manager import LogManager
 log = logging.getLogger(__name__)
 
 CHECKPOINT_INTERVAL_S = 1.0
+REFUSAL_LOG_INTERVAL_S = 60.0
 
 
 class ReplicaManager:
@@ -262,7 +263,10 @@ class ReplicaManager:
             replica.leader.check_write(required_acks=required_acks)
         except NotEnoughReplicas as exc:
             self.not_enough_replicas += 1
-            log.warning("%s: write refused: %s", replica.name, exc)
+            now = self.clock.seconds()
+            if now - replica.refusal_logged_at >= REFUSAL_LOG_INTERVAL_S:  # not once per request
+                replica.refusal_logged_at = now
+                log.warning("%s: writes refused: %s", replica.name, exc)
             raise
         return replica
 
