@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from twisted_broker.errors import OffsetOutOfRange
 from twisted_broker.storage.log import Log
-from twisted_broker.storage.segment import FileRegion
+from twisted_broker.storage.segment import FileRegion, Segment
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +99,19 @@ class ReplicaLog(Log):
         self.unflushed_messages = 0
         log.warning("%s: cut %d bytes at offset %d to match its leader's log", self.name, end - offset, offset)
         return end - offset
+
+    def restart_at(self, offset: int) -> None:
+        """Drop everything and start empty at ``offset``: a follower whose log ends before the
+        start of its leader's (retention deleted what it lacks) can only continue from there.
+        Raises LogWriteError if the disk fails."""
+        self.flush()
+        for segment in self._segments:
+            segment.delete()
+        self._segments[:] = [Segment(self.directory, offset, now=self._now(), truncate=True)]
+        self._starts[:] = [offset]
+        self.high_watermark = offset
+        self.unflushed_messages = 0
+        log.warning("%s: restarted empty at offset %d, the start of its leader's log", self.name, offset)
 
     def _flushed(self) -> None:
         if self.on_durable is not None:

@@ -136,3 +136,14 @@ def test_a_leader_reads_for_its_followers_past_the_high_watermark_up_to_what_is_
     assert log.read_written(36, 100) is None
     with pytest.raises(OffsetOutOfRange):
         log.read_written(48, 100)
+
+
+def test_a_follower_behind_its_leaders_start_restarts_empty_there(make_replica_log, batch, read_all):
+    log = make_replica_log(flush_interval_messages=1)
+    log.append(batch([b"ab"]))
+    log.restart_at(500)
+    assert (log.first_offset, log.written_end, log.end_offset) == (500, 500, 500)
+    assert [s.start for s in log.segments] == [500]
+    log.append(batch([b"cd"]))
+    log.publish_to(512)
+    assert read_all(log, 100) == [(500, b"cd")]
