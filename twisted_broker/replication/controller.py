@@ -83,7 +83,8 @@ class Controller:
         if self._stopped:
             return
         try:
-            stat = yield self._zk.exists(paths.CONTROLLER, watch=lambda event: self._campaign())
+            # A bound method: kazoo keeps one watcher per function, however often we campaign.
+            stat = yield self._zk.exists(paths.CONTROLLER, watch=self._controller_changed)
             if stat is not None:
                 value, _ = yield self._zk.get(paths.CONTROLLER)
                 info = ControllerInfo.decode(value)
@@ -110,6 +111,9 @@ class Controller:
         log.info("broker %d is the controller (controller epoch %d)", self.broker_id, self.epoch)
         self._watch_admin()
         self.reconcile()
+
+    def _controller_changed(self, event) -> None:
+        self._campaign()
 
     @inlineCallbacks
     def _read_epoch(self):
@@ -253,15 +257,17 @@ class Controller:
                     yield self._zk.create(path)
                 except NodeExistsError:
                     pass
-                yield self._zk.get_children(path, watch=lambda event: self._admin_changed(path))
+                yield self._zk.get_children(path, watch=self._admin_changed)
             else:
-                yield self._zk.exists(path, watch=lambda event: self._admin_changed(path))
+                yield self._zk.exists(path, watch=self._admin_changed)
         except Exception as exc:
             log.warning("watching %s: %s", path, exc)
 
-    def _admin_changed(self, path: str) -> None:
+    def _admin_changed(self, event) -> None:
+        # One bound method for the three nodes (kazoo keeps one watcher per function and path);
+        # the event names the node, relative to the chroot.
         if self.active:
-            self._watch(path)
+            self._watch(event.path)
             self.reconcile()
 
     @inlineCallbacks

@@ -131,6 +131,9 @@ class LeaderFetcher:
                     self._protocol = None
                 yield deferLater(reactor, RETRY_S * (0.5 + random.random()), lambda: None)
         self.running = False
+        if self._protocol is not None:  # nothing left to follow there
+            self._protocol.close()
+            self._protocol = None
 
     def _disconnected(self, _result) -> None:
         self._protocol = None

@@ -150,9 +150,10 @@ class ReplicaManager:
         if state.leader == self.broker_id and state.leader_session and state.leader_session != self.session:
             # Elected in a previous run: wait for the controller's new epoch (it sees the
             # new registration) rather than lead with what this run's log may lack.
-            if replica.role is not Role.OFFLINE:
-                self.on_follow(replica)
+            was_fetching = replica.role is not Role.OFFLINE
             replica.go_offline(state)
+            if was_fetching:
+                self.on_follow(replica)  # now offline: the fetchers drop it
             log.info("%s: elected leader in a previous run (epoch %d); waiting for a new election", replica.name,
                      state.leader_epoch)
             return
@@ -165,11 +166,12 @@ class ReplicaManager:
                     leader.unfence()
                     log.info("%s: leader again at epoch %d", replica.name, state.leader_epoch)
                 return
-            if replica.role is not Role.LEADER:
-                self.on_follow(replica)  # stop fetching first
+            was_fetching = replica.role is not Role.LEADER
             replica.become_leader(state, replicas, broker_id=self.broker_id, now_ms=self._now_ms(),
                                   lag_time_max_ms=self.lag_time_max_ms, min_insync_replicas=self.min_insync_replicas,
                                   log_end=self._leader_end(replica))
+            if was_fetching:
+                self.on_follow(replica)  # now leader: the fetchers drop it
             if self.count_flushed:
                 replica.log.on_durable = lambda: self.appended(replica) if replica.leader is not None else None
             if not self.connected:
