@@ -9,12 +9,12 @@ Every fixture stops what it started.
 from __future__ import annotations
 
 import struct
-import time
 from collections.abc import Iterator
 
 import pytest
 
 from tests.integration.conftest import BrokerProcess, WireClient, new_chroot, zookeeper  # noqa: F401 (fixture)
+from tests.integration.polling import wait_for
 from twisted_broker.wire.message_set import encode_message_set, iter_entries, valid_bytes
 from twisted_broker.wire.replication import (
     MetadataRequest, ProduceAckRequest, decode_metadata, decode_produce_acks, encode_replication_request,
@@ -52,14 +52,7 @@ class ReplicatedCluster:
             return wire.metadata(topic)
 
     def wait_for(self, condition, timeout_s: float = 20.0, what: str = "condition"):
-        deadline = time.monotonic() + timeout_s
-        while True:
-            value = condition()
-            if value:
-                return value
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out waiting for {what}")
-            time.sleep(0.05)
+        return wait_for(condition, what, timeout_s)
 
     def wait_until_all_see_each_other(self) -> None:
         """Each live broker's ZooKeeper cache lists every live broker (a topic created before

@@ -299,16 +299,25 @@ class Controller:
                 pass
 
     @inlineCallbacks
-    def _preferred_election(self):
+    def _read_request(self, path: str, *, with_replicas: bool):
+        """An admin request's partitions and node version; None when there is none (a request
+        that cannot be read is logged and deleted: its author's command reports the timeout)."""
         try:
-            value, _ = yield self._zk.get(paths.PREFERRED_REPLICA_ELECTION)
-            moves = paths.decode_partition_list(value, with_replicas=False)
+            value, stat = yield self._zk.get(path)
+            return paths.decode_partition_list(value, with_replicas=with_replicas), stat.version
         except NoNodeError:
-            return
+            return None
         except ValueError as exc:
-            log.error("preferred replica election request refused: %s", exc)
-            yield self._delete(paths.PREFERRED_REPLICA_ELECTION)
+            log.error("%s refused: %s", path, exc)
+            yield self._delete(path)
+            return None
+
+    @inlineCallbacks
+    def _preferred_election(self):
+        request = yield self._read_request(paths.PREFERRED_REPLICA_ELECTION, with_replicas=False)
+        if request is None:
             return
+        moves, _version = request
         wanted = {(m.topic, m.partition) for m in moves}
         live = set(self._cluster.brokers)
         for (topic, partition), (state, _v) in sorted(self._cluster.states.items()):
@@ -327,15 +336,10 @@ class Controller:
 
     @inlineCallbacks
     def _reassign(self):
-        try:
-            value, stat = yield self._zk.get(paths.REASSIGN_PARTITIONS)
-            moves = paths.decode_partition_list(value, with_replicas=True)
-        except NoNodeError:
+        request = yield self._read_request(paths.REASSIGN_PARTITIONS, with_replicas=True)
+        if request is None:
             return
-        except ValueError as exc:
-            log.error("reassignment request refused: %s", exc)
-            yield self._delete(paths.REASSIGN_PARTITIONS)
-            return
+        moves, version = request
         remaining = []
         for move in moves:
             done = yield self._reassign_one(move)
@@ -343,10 +347,10 @@ class Controller:
                 remaining.append(move)
         try:
             if not remaining:
-                yield self._zk.delete(paths.REASSIGN_PARTITIONS, )
+                yield self._zk.delete(paths.REASSIGN_PARTITIONS)
             elif len(remaining) != len(moves):
                 yield self._zk.set(paths.REASSIGN_PARTITIONS,
-                                   paths.encode_partition_list(remaining, with_replicas=True), stat.version)
+                                   paths.encode_partition_list(remaining, with_replicas=True), version)
         except (NoNodeError, BadVersionError):
             self._schedule(self.reconcile)
 
