@@ -85,9 +85,7 @@ class Log:
     def first_offset(self) -> int:
         return self._segments[0].start
 
-    # A replica's log publishes its high watermark instead (replica_log.py).
-    publishes_flushes = True
-    high_watermark: int | None = None
+    publishes_flushes = True  # a replica's log publishes its high watermark instead (replica_log.py)
 
     @property
     def end_offset(self) -> int:
