@@ -177,8 +177,6 @@ class Controller:
                         new = replace(state, leader_epoch=state.leader_epoch + 1, controller_epoch=self.epoch)
                     for gone in [b for b in (new or state).isr if b not in live or b in leaving]:
                         new = remove_from_isr(new or state, gone, controller_epoch=self.epoch) or new
-                if new is not None and new.online and new.leader_session != cluster.sessions.get(new.leader, ""):
-                    new = replace(new, leader_session=cluster.sessions.get(new.leader, ""))
                 if new is not None and new != state:
                     if state is not None and new.leader != state.leader:
                         self.elections += 1
@@ -222,6 +220,11 @@ class Controller:
         """Compare-and-set one state; False when ZooKeeper moved (the caller reconciles again)."""
         version = self._cluster.version(topic, partition)
         path = paths.state_path(topic, partition)
+        old = self._cluster.state(topic, partition)
+        if state.online and (old is None or state.leader_epoch != old.leader_epoch):
+            # Every election (a new epoch) records the session the leader has now: a state
+            # carried over from an older one would make the leader refuse to lead.
+            state = replace(state, leader_session=self._cluster.sessions.get(state.leader, ""))
         try:
             if version is None:
                 yield self._zk.create(path, state.encode())
@@ -378,9 +381,8 @@ class Controller:
         if state is None or not set(target) <= set(state.isr):
             return False  # still copying; the ISR change that completes it calls reconcile again
         if state.leader not in target:  # step 2: lead from the new set, then drop the others
-            leader = next(b for b in target if b in state.isr)
-            new = PartitionState(leader, state.leader_epoch + 1, tuple(b for b in state.isr if b in target),
-                                 self.epoch, cluster.sessions.get(leader, ""))
+            new = PartitionState(next(b for b in target if b in state.isr), state.leader_epoch + 1,
+                                 tuple(b for b in state.isr if b in target), self.epoch)
             if not (yield self._write(move.topic, move.partition, new)):
                 return False
         elif set(state.isr) - set(target):

@@ -81,6 +81,17 @@ class LeaderPartition:
         self.followers = {b: FollowerPosition(caught_up_at_ms=now_ms, last_fetch_at_ms=now_ms)
                           for b in self.replicas if b != broker_id}
 
+    def replicas_changed(self, replicas: Iterable[int], now_ms: int) -> None:
+        """The assignment changed (a reassignment adds replicas, then drops the old ones):
+        new followers start as if caught up now; dropped ones are forgotten (the controller
+        removes them from the ISR)."""
+        self.replicas = tuple(replicas)
+        for b in self.replicas:
+            if b != self.broker_id and b not in self.followers:
+                self.followers[b] = FollowerPosition(caught_up_at_ms=now_ms, last_fetch_at_ms=now_ms)
+        for b in [b for b in self.followers if b not in self.replicas]:
+            del self.followers[b]
+
     # -- writes ----------------------------------------------------------------------------
 
     def check_write(self, *, required_acks: int) -> None:
@@ -127,8 +138,8 @@ class LeaderPartition:
 
     def tick(self, now_ms: int) -> Decision:
         """Drop from the ISR the followers that have not caught up for too long."""
-        lagging = [b for b in self.isr if b != self.broker_id
-                   and now_ms - self.followers[b].caught_up_at_ms > self.lag_time_max_ms]
+        lagging = [b for b in self.isr if b != self.broker_id and (  # no longer a replica, or behind
+                   b not in self.followers or now_ms - self.followers[b].caught_up_at_ms > self.lag_time_max_ms)]
         return self._shrink(lagging)
 
     def brokers_gone(self, gone: Collection[int]) -> Decision:

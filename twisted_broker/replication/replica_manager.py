@@ -123,6 +123,9 @@ class ReplicaManager:
         if assignment is None:
             return
         for partition, replicas in assignment.replicas.items():
+            held = self.replicas.get((topic, partition))
+            if held is not None and held.leader is not None and held.leader.replicas != replicas:
+                held.leader.replicas_changed(replicas, self._now_ms())
             if self.broker_id in replicas and (topic, partition) not in self.replicas:
                 try:
                     log_ = self.logs.create_replica_log(topic, partition)

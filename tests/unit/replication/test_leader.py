@@ -92,6 +92,16 @@ def test_an_in_sync_follower_fetching_below_the_high_watermark_lost_data_and_lea
     assert p.follower_fetched(2, 40, now_ms=2).propose_isr == (0, 1)
 
 
+def test_a_replica_added_by_reassignment_is_followed_and_one_dropped_is_forgotten():
+    p = leader(isr=(0, 1), log_end=100, hw=100)
+    p.replicas_changed((0, 1, 2, 3), now_ms=5)
+    assert p.follower_fetched(3, 100, now_ms=6).propose_isr == (0, 1, 3)
+    p.isr_written((0, 1, 3))
+    p.replicas_changed((0, 3), now_ms=7)
+    p.follower_fetched(3, 100, now_ms=99_999)
+    assert 1 not in p.followers and p.tick(now_ms=100_000).propose_isr == (0, 3)
+
+
 def test_fenced_leader_refuses_writes_and_freezes_the_high_watermark():
     p = leader(isr=(0,))
     p.fence()
