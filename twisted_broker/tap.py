@@ -142,9 +142,12 @@ def makeService(options: Options):  # BrokerService, in a MultiService with --we
         def partitions_for(topic: str) -> int:  # a replicated topic's count is its assignment's
             return cluster.partition_count(topic) or config.partitions_for(topic)
     logs = LogManager(config.log_dir, now=reactor.seconds, partitions_for=partitions_for,
-                      policy_for=policy_for(config), max_topic_name_length=config.max_topic_name_length)
+                      policy_for=policy_for(config), max_topic_name_length=config.max_topic_name_length,
+                      visible_at_append=config.log_visibility == "committed")
     stats = BrokerStats(RequestStats(config.monitoring_period_secs, reactor.seconds))
-    replication = _replication(config, zk, cluster, logs, stats, reactor) if cluster is not None else None
+    replication = None
+    if cluster is not None:
+        replication = _replication(config, zk, cluster, logs, stats, reactor, registration.info.creator_id)
     broker = Broker(logs, stats, max_message_size=config.max_message_size,
                     replication=replication and replication.requests)
     factory = KafkaServerFactory(broker, max_request_size=config.max_socket_request_bytes,
@@ -199,7 +202,7 @@ def makeService(options: Options):  # BrokerService, in a MultiService with --we
     return top
 
 
-def _replication(config: BrokerConfig, zk, cluster, logs: LogManager, stats: BrokerStats, reactor):
+def _replication(config: BrokerConfig, zk, cluster, logs: LogManager, stats: BrokerStats, reactor, session: str):
     """The replication service (docs/replication.md), its request handlers as ``.requests``."""
     from twisted_broker.replication.controller import Controller
     from twisted_broker.replication.fetcher import Fetchers
@@ -208,8 +211,10 @@ def _replication(config: BrokerConfig, zk, cluster, logs: LogManager, stats: Bro
     from twisted_broker.server.replication_requests import ReplicationRequests
 
     manager = ReplicaManager(broker_id=config.brokerid, logs=logs, zk=zk, cluster=cluster, clock=reactor,
+                             session=session,
                              lag_time_max_ms=config.replica_lag_time_max_ms,
-                             min_insync_replicas=config.min_insync_replicas)
+                             min_insync_replicas=config.min_insync_replicas,
+                             count_flushed=config.log_visibility == "flushed")
     # A follower must be able to fetch the largest message whole, whatever its fetch size.
     fetchers = Fetchers(manager, reactor=reactor, fetch_wait_max_ms=config.replica_fetch_wait_max_ms,
                         fetch_max_bytes=max(config.replica_fetch_max_bytes, config.max_message_size + 1024))

@@ -9,12 +9,12 @@ Every fixture stops what it started.
 from __future__ import annotations
 
 import struct
-import time
 from collections.abc import Iterator
 
 import pytest
 
 from tests.integration.conftest import BrokerProcess, WireClient, new_chroot, zookeeper  # noqa: F401 (fixture)
+from tests.integration.polling import wait_for
 from twisted_broker.wire.message_set import encode_message_set, iter_entries, valid_bytes
 from twisted_broker.wire.replication import (
     MetadataRequest, ProduceAckRequest, decode_metadata, decode_produce_acks, encode_replication_request,
@@ -52,14 +52,17 @@ class ReplicatedCluster:
             return wire.metadata(topic)
 
     def wait_for(self, condition, timeout_s: float = 20.0, what: str = "condition"):
-        deadline = time.monotonic() + timeout_s
-        while True:
-            value = condition()
-            if value:
-                return value
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out waiting for {what}")
-            time.sleep(0.05)
+        return wait_for(condition, what, timeout_s)
+
+    def wait_until_all_see_each_other(self) -> None:
+        """Each live broker's ZooKeeper cache lists every live broker (a topic created before
+        that could not be given as many replicas)."""
+        expected = {b.broker_id for b in self.live()}
+        for broker in self.live():
+            def sees_all(broker=broker):
+                with Wire(broker) as wire:
+                    return {b[0] for b in wire.metadata().brokers} == expected
+            self.wait_for(sees_all, what=f"broker {broker.broker_id} to see every broker")
 
     def leaders(self, topic: str, via: int | None = None) -> dict[int, int]:
         return {p.partition: p.leader for p in self.metadata(topic, via).topics[0].partitions}
@@ -116,4 +119,5 @@ def replicated_cluster(zookeeper, tmp_path) -> Iterator[ReplicatedCluster]:  # n
 def three_brokers(replicated_cluster) -> ReplicatedCluster:
     for broker_id in range(3):
         replicated_cluster.start(broker_id)
+    replicated_cluster.wait_until_all_see_each_other()
     return replicated_cluster

@@ -105,6 +105,7 @@ def test_min_insync_replicas_refuses_writes_until_a_replica_returns(replicated_c
     cluster.properties["min.insync.replicas"] = "2"
     for broker_id in range(3):
         cluster.start(broker_id)
+    cluster.wait_until_all_see_each_other()
     cluster.metadata("m")
     produce_all(cluster, "m", 0, [b"ok"])
     leader = cluster.leaders("m")[0]
@@ -121,3 +122,44 @@ def test_min_insync_replicas_refuses_writes_until_a_replica_returns(replicated_c
     with Wire(cluster.brokers[leader]) as wire:
         assert wire.produce("m", 0, [b"accepted"])[0] == 0
         assert [p for _, p in wire.read_all("m", 0)] == [b"ok", b"accepted"]
+
+
+def test_a_leader_killed_and_restarted_at_once_loses_nothing_committed(replicated_cluster):
+    cluster = replicated_cluster
+    # nothing is fsynced during the test: the killed leader loses its whole tail
+    cluster.properties.update({"log.flush.interval": "1000000", "log.default.flush.interval.ms": "600000",
+                               "log.default.flush.scheduler.interval.ms": "600000"})
+    for broker_id in range(3):
+        cluster.start(broker_id)
+    cluster.wait_until_all_see_each_other()
+    cluster.metadata("r")
+    payloads = [f"r{i}".encode() for i in range(30)]
+    produce_all(cluster, "r", 0, payloads)
+    old = cluster.leaders("r")[0]
+    cluster.brokers[old].kill()
+    cluster.start(old)  # registers once its previous session has expired
+    produce_all(cluster, "r", 0, [b"after"])
+    new = cluster.leaders("r")[0]
+    assert committed(cluster, "r", 0, new) == payloads + [b"after"]
+    for broker_id in range(3):
+        cluster.wait_for(lambda: committed(cluster, "r", 0, broker_id) == payloads + [b"after"],
+                         what=f"broker {broker_id} to hold every committed message")
+    cluster.wait_for(lambda: len({segment_bytes(b, "r", 0) for b in cluster.brokers.values()}) == 1,
+                     what="byte-identical replicas")
+
+
+def test_every_broker_killed_and_restarted_comes_back_with_every_flushed_message(replicated_cluster):
+    cluster = replicated_cluster
+    cluster.properties.update({"log.flush.interval": "1"})  # each message fsynced on every replica
+    for broker_id in range(3):
+        cluster.start(broker_id)
+    cluster.wait_until_all_see_each_other()
+    cluster.metadata("w")
+    payloads = [f"w{i}".encode() for i in range(20)]
+    produce_all(cluster, "w", 0, payloads)
+    for broker in cluster.brokers.values():
+        broker.kill()
+    for broker_id in range(3):
+        cluster.start(broker_id)
+    produce_all(cluster, "w", 0, [b"again"], timeout_s=30)
+    assert committed(cluster, "w", 0, cluster.leaders("w")[0]) == payloads + [b"again"]

@@ -15,19 +15,13 @@ What a hostile or stuck peer can make the broker hold, and the bound on it:
   read them) before it serves the next request;
 - requests it floods: at most ``REQUESTS_PER_TURN`` are served before the other connections
   get their turn (the reactor reads 64 KiB at a time: 2,400 empty fetches);
-- requests it sends only in part: a frame up to ``SMALL_REQUEST_BYTES`` is buffered freely
-  (at most that plus one socket read per connection); a bigger one must first reserve its
-  declared size from a ``RequestBudget`` shared by every connection, and the connection stops
-  reading until it has. 0.7 allows 100 MB requests, so without it 1,000 connections each
-  holding a partly sent one could pin 100 GB. A reserved frame that receives nothing for
-  ``STALLED_REQUEST_S`` closes its connection, so a few silent peers cannot hold the budget
-  and starve every big produce.
+- requests it sends only in part: a frame over ``SMALL_REQUEST_BYTES`` must first reserve its
+  size from the ``RequestBudget`` all connections share (request_budget.py says why).
 """
 
 from __future__ import annotations
 
 import logging
-import socket
 import time
 from collections import deque
 
@@ -37,6 +31,7 @@ from twisted.internet.protocol import Factory, Protocol
 from twisted_broker.errors import Truncated
 from twisted_broker.protocols.producers import stream_region, wait_for_drain
 from twisted_broker.protocols.request_budget import RequestBudget
+from twisted_broker.protocols.socket_options import set_socket_options
 from twisted_broker.server.broker import Broker, CloseConnection, Piece
 from twisted_broker.server.held_fetch import HeldFetch
 from twisted_broker.storage.segment import FileRegion
@@ -91,18 +86,7 @@ class KafkaServerProtocol(Protocol):
         self._connection = self._stats.connection_opened(getattr(peer, "host", str(peer)), getattr(peer, "port", 0))
         self._connection.queued = self._frames.__len__
         self._connection.reading = lambda: not (self._paused or self._awaiting_budget)
-        transport = self.transport
-        # Under TLS the transport wraps the TCP connection, whose socket takes the options.
-        transport = getattr(transport, "transport", None) or transport
-        handle = getattr(transport, "getHandle", None)
-        sock = handle() if handle is not None else None
-        if isinstance(sock, socket.socket):
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            send, receive = self._buffer_sizes
-            if send:
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send)
-            if receive:
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive)
+        set_socket_options(self.transport, *self._buffer_sizes)
 
     def connectionLost(self, reason=None) -> None:
         if self.factory is not None:
@@ -231,14 +215,17 @@ class KafkaServerProtocol(Protocol):
             return
         self._respond(request, started, pieces)
 
-    def _answer_later(self, request, started: float, pieces) -> None:
+    def _answer_later(self, request, started: float, pieces: list | None = None) -> None:
+        """Answer a request that waited: a held fetch (``pieces`` None: handled now) or one
+        whose answer replication made wait (``pieces`` ready)."""
         self._busy = False
         if self._closing:
-            for piece in pieces:
-                if isinstance(piece, FileRegion):
-                    piece.close()
+            _close_regions(pieces or ())
             return
-        self._respond(request, started, pieces)
+        if pieces is None:
+            self._answer(request, started)
+        else:
+            self._respond(request, started, pieces)
         if not self._busy:
             self._resume(False)
 
@@ -273,13 +260,8 @@ class KafkaServerProtocol(Protocol):
 
     def _answer_held(self, request) -> None:
         self._held = None
-        self._busy = False
-        if self._closing:
-            return
         # The time in the statistics is the work of answering, as for any other request.
-        self._answer(request, time.perf_counter())
-        if not self._busy:
-            self._resume(False)
+        self._answer_later(request, time.perf_counter())
 
     def _next_turn(self) -> None:
         """Let the reactor serve other connections before this one's next requests."""
@@ -310,10 +292,7 @@ class KafkaServerProtocol(Protocol):
         """
         self._busy = True
         wait_for_drain(self.transport).addCallbacks(
-            self._drained, lambda failure: self._stream_failed(deque(), failure))
-
-    def _drained(self, _: object) -> None:
-        self._resume(True)
+            lambda _: self._resume(True), lambda failure: self._stream_failed(deque(), failure))
 
     def _resume(self, drained: bool) -> None:
         """Serve on after a drain wait (``drained``) or a turn given to other connections."""
@@ -351,21 +330,12 @@ class KafkaServerProtocol(Protocol):
                 self._stream_failed(pieces, failures[0])
                 return
         self._stats.record(request_type, time.perf_counter() - started)
-        self._busy = False
         # A streamed region ends once the transport took its last bytes: what was written
-        # before it has been sent.
-        self._unconfirmed_bytes = 0
-        if not self._closing:
-            if self._paused:
-                self._paused = False
-                if not self._awaiting_budget:
-                    self.transport.resumeProducing()
-            self._serve()
+        # before it has been sent, as after a drain.
+        self._resume(True)
 
     def _stream_failed(self, pieces: deque, failure) -> None:
-        for piece in pieces:
-            if isinstance(piece, FileRegion):
-                piece.close()
+        _close_regions(pieces)
         pieces.clear()
         self._busy = False
         if not self._closing:
@@ -386,6 +356,12 @@ class KafkaServerProtocol(Protocol):
     def _peer(self) -> str:
         peer = self.transport.getPeer()
         return f"{getattr(peer, 'host', peer)}:{getattr(peer, 'port', '')}"
+
+
+def _close_regions(pieces) -> None:
+    for piece in pieces:
+        if isinstance(piece, FileRegion):
+            piece.close()
 
 
 class KafkaServerFactory(Factory):

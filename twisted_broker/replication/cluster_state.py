@@ -41,6 +41,7 @@ class ClusterState:
 
     zk: ZooKeeper
     brokers: dict[int, tuple[str, int]] = field(default_factory=dict)  # id -> (host, port)
+    sessions: dict[int, str] = field(default_factory=dict)  # id -> creatorId of its registration
     assignments: dict[str, TopicAssignment] = field(default_factory=dict)
     states: dict[tuple[str, int], tuple[PartitionState, int]] = field(default_factory=dict)  # -> (state, version)
     subscribers: list[Subscriber] = field(default_factory=list)
@@ -107,7 +108,7 @@ class ClusterState:
     def _read_brokers(self, generation: int):
         yield self._ensure(registry_paths.BROKER_IDS)
         ids = yield self.zk.get_children(registry_paths.BROKER_IDS, watch=lambda event: self._brokers_changed(generation))
-        found = {}
+        found, sessions = {}, {}
         for name in ids:
             if not name.isdigit():
                 continue
@@ -120,10 +121,15 @@ class ClusterState:
                 log.warning("ignoring broker %s: %s", name, exc)
                 continue
             found[int(name)] = (info.host, info.port)
+            sessions[int(name)] = info.creator_id
         if generation != self._generation:
             return
-        gone, new = set(self.brokers) - set(found), set(found) - set(self.brokers)
-        self.brokers = found
+        # A broker registered again under a new creatorId restarted: it is reported as gone
+        # (with everything it had not flushed) and new at once.
+        restarted = {b for b in found if b in self.sessions and self.sessions[b] != sessions[b]}
+        gone = set(self.brokers) - set(found) | restarted
+        new = set(found) - set(self.brokers) | restarted
+        self.brokers, self.sessions = found, sessions
         if gone or new:
             for subscriber in self.subscribers:
                 subscriber.on_brokers(gone, new)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import random
+from dataclasses import replace
 
 from twisted.internet.defer import inlineCallbacks
 
@@ -82,7 +83,8 @@ class Controller:
         if self._stopped:
             return
         try:
-            stat = yield self._zk.exists(paths.CONTROLLER, watch=lambda event: self._campaign())
+            # A bound method: kazoo keeps one watcher per function, however often we campaign.
+            stat = yield self._zk.exists(paths.CONTROLLER, watch=self._controller_changed)
             if stat is not None:
                 value, _ = yield self._zk.get(paths.CONTROLLER)
                 info = ControllerInfo.decode(value)
@@ -109,6 +111,9 @@ class Controller:
         log.info("broker %d is the controller (controller epoch %d)", self.broker_id, self.epoch)
         self._watch_admin()
         self.reconcile()
+
+    def _controller_changed(self, event) -> None:
+        self._campaign()
 
     @inlineCallbacks
     def _read_epoch(self):
@@ -163,10 +168,17 @@ class Controller:
                 if state is None:
                     new = initial_state(replicas, live, controller_epoch=self.epoch)
                 else:
+                    restarted = self._restarted_leader(state)
                     new = elect_leader(state, replicas, live=live, leader_counts=counts, controller_epoch=self.epoch,
-                                       unclean=self._unclean, leaving=leaving)
+                                       unclean=self._unclean, leaving=leaving | restarted)
+                    if new is None and restarted:
+                        # No other in-sync replica: it leads on, at a new epoch that fences
+                        # what its previous run may have answered.
+                        new = replace(state, leader_epoch=state.leader_epoch + 1, controller_epoch=self.epoch)
                     for gone in [b for b in (new or state).isr if b not in live or b in leaving]:
                         new = remove_from_isr(new or state, gone, controller_epoch=self.epoch) or new
+                if new is not None and new.online and new.leader_session != cluster.sessions.get(new.leader, ""):
+                    new = replace(new, leader_session=cluster.sessions.get(new.leader, ""))
                 if new is not None and new != state:
                     if state is not None and new.leader != state.leader:
                         self.elections += 1
@@ -184,6 +196,14 @@ class Controller:
         yield self._answer_shutdowns(leaving)
         yield self._reassign()
         yield self._preferred_election()
+
+    def _restarted_leader(self, state: PartitionState) -> frozenset[int]:
+        """{leader} if the leader is registered under another session than the one it was
+        elected in (it restarted); empty otherwise."""
+        session = self._cluster.sessions.get(state.leader)
+        if state.online and session is not None and state.leader_session and state.leader_session != session:
+            return frozenset({state.leader})
+        return frozenset()
 
     def _log_election(self, topic, partition, old: PartitionState, new: PartitionState, replicas, live) -> None:
         if not new.online:
@@ -237,15 +257,17 @@ class Controller:
                     yield self._zk.create(path)
                 except NodeExistsError:
                     pass
-                yield self._zk.get_children(path, watch=lambda event: self._admin_changed(path))
+                yield self._zk.get_children(path, watch=self._admin_changed)
             else:
-                yield self._zk.exists(path, watch=lambda event: self._admin_changed(path))
+                yield self._zk.exists(path, watch=self._admin_changed)
         except Exception as exc:
             log.warning("watching %s: %s", path, exc)
 
-    def _admin_changed(self, path: str) -> None:
+    def _admin_changed(self, event) -> None:
+        # One bound method for the three nodes (kazoo keeps one watcher per function and path);
+        # the event names the node, relative to the chroot.
         if self.active:
-            self._watch(path)
+            self._watch(event.path)
             self.reconcile()
 
     @inlineCallbacks
@@ -277,16 +299,25 @@ class Controller:
                 pass
 
     @inlineCallbacks
-    def _preferred_election(self):
+    def _read_request(self, path: str, *, with_replicas: bool):
+        """An admin request's partitions and node version; None when there is none (a request
+        that cannot be read is logged and deleted: its author's command reports the timeout)."""
         try:
-            value, _ = yield self._zk.get(paths.PREFERRED_REPLICA_ELECTION)
-            moves = paths.decode_partition_list(value, with_replicas=False)
+            value, stat = yield self._zk.get(path)
+            return paths.decode_partition_list(value, with_replicas=with_replicas), stat.version
         except NoNodeError:
-            return
+            return None
         except ValueError as exc:
-            log.error("preferred replica election request refused: %s", exc)
-            yield self._delete(paths.PREFERRED_REPLICA_ELECTION)
+            log.error("%s refused: %s", path, exc)
+            yield self._delete(path)
+            return None
+
+    @inlineCallbacks
+    def _preferred_election(self):
+        request = yield self._read_request(paths.PREFERRED_REPLICA_ELECTION, with_replicas=False)
+        if request is None:
             return
+        moves, _version = request
         wanted = {(m.topic, m.partition) for m in moves}
         live = set(self._cluster.brokers)
         for (topic, partition), (state, _v) in sorted(self._cluster.states.items()):
@@ -305,15 +336,10 @@ class Controller:
 
     @inlineCallbacks
     def _reassign(self):
-        try:
-            value, stat = yield self._zk.get(paths.REASSIGN_PARTITIONS)
-            moves = paths.decode_partition_list(value, with_replicas=True)
-        except NoNodeError:
+        request = yield self._read_request(paths.REASSIGN_PARTITIONS, with_replicas=True)
+        if request is None:
             return
-        except ValueError as exc:
-            log.error("reassignment request refused: %s", exc)
-            yield self._delete(paths.REASSIGN_PARTITIONS)
-            return
+        moves, version = request
         remaining = []
         for move in moves:
             done = yield self._reassign_one(move)
@@ -321,10 +347,10 @@ class Controller:
                 remaining.append(move)
         try:
             if not remaining:
-                yield self._zk.delete(paths.REASSIGN_PARTITIONS, )
+                yield self._zk.delete(paths.REASSIGN_PARTITIONS)
             elif len(remaining) != len(moves):
                 yield self._zk.set(paths.REASSIGN_PARTITIONS,
-                                   paths.encode_partition_list(remaining, with_replicas=True), stat.version)
+                                   paths.encode_partition_list(remaining, with_replicas=True), version)
         except (NoNodeError, BadVersionError):
             self._schedule(self.reconcile)
 
@@ -352,13 +378,13 @@ class Controller:
         if state is None or not set(target) <= set(state.isr):
             return False  # still copying; the ISR change that completes it calls reconcile again
         if state.leader not in target:  # step 2: lead from the new set, then drop the others
-            new = PartitionState(next(b for b in target if b in state.isr), state.leader_epoch + 1,
-                                 tuple(b for b in state.isr if b in target), self.epoch)
+            leader = next(b for b in target if b in state.isr)
+            new = PartitionState(leader, state.leader_epoch + 1, tuple(b for b in state.isr if b in target),
+                                 self.epoch, cluster.sessions.get(leader, ""))
             if not (yield self._write(move.topic, move.partition, new)):
                 return False
         elif set(state.isr) - set(target):
-            new = PartitionState(state.leader, state.leader_epoch, tuple(b for b in state.isr if b in target),
-                                 self.epoch)
+            new = replace(state, isr=tuple(b for b in state.isr if b in target), controller_epoch=self.epoch)
             if not (yield self._write(move.topic, move.partition, new)):
                 return False
         yield self._write_assignment(move.topic, assignment, move.partition, target)

@@ -25,11 +25,14 @@ from twisted_broker.replication.epochs import first_question, follower_truncatio
 from twisted_broker.replication.errors import FencedLeaderEpoch, NotLeaderForPartition, UnknownLeaderEpoch
 from twisted_broker.replication.replica import Replica, Role
 from twisted_broker.replication.replica_manager import ReplicaManager
+from twisted_broker.storage.log import EARLIEST_TIME
 from twisted_broker.wire.message_set import validate_message_set
 from twisted_broker.wire.replication import (
     EpochEndOffsetRequest, EpochQuery, ReplicaFetchPartition, ReplicaFetchRequest, decode_epoch_end_offsets,
     decode_replica_fetch_response, encode_replication_request,
 )
+from twisted_broker.wire.requests import OffsetRequest, encode_request
+from twisted_broker.wire.responses import decode_offsets
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +81,7 @@ class LeaderFetcher:
         self.leader_id = leader_id
         self.replicas: dict[tuple[str, int], Replica] = {}
         self.leader_ends: dict[tuple[str, int], int] = {}
+        self._out_of_range: list[Replica] = []  # answered OffsetOutOfRange: see _realign
         self.running = False
         self._protocol = None
 
@@ -127,16 +131,25 @@ class LeaderFetcher:
                     self._protocol = None
                 yield deferLater(reactor, RETRY_S * (0.5 + random.random()), lambda: None)
         self.running = False
+        if self._protocol is not None:  # nothing left to follow there
+            self._protocol.close()
+            self._protocol = None
 
     def _disconnected(self, _result) -> None:
         self._protocol = None
 
-    @inlineCallbacks
     def _request(self, request):
+        return self._request_bytes(encode_replication_request(request))
+
+    def _request_0_7(self, request):
+        return self._request_bytes(encode_request(request))
+
+    @inlineCallbacks
+    def _request_bytes(self, data: bytes):
         protocol = self._protocol
         if protocol is None:
             raise ConnectionError(f"not connected to broker {self.leader_id}")
-        error, body = yield protocol.request(encode_replication_request(request))
+        error, body = yield protocol.request(data)
         return body
 
     @inlineCallbacks
@@ -193,7 +206,26 @@ class LeaderFetcher:
             progressed = True
             self.leader_ends[(replica.topic, replica.partition)] = answer.log_end
             self._append(replica, answer)
+        if self._out_of_range:
+            replicas, self._out_of_range = self._out_of_range, []
+            for replica in replicas:
+                yield self._realign(replica)
         return progressed
+
+    @inlineCallbacks
+    def _realign(self, replica: Replica):
+        """The leader has no data at this follower's end: before its start (retention deleted
+        what the follower lacks: restart empty at the leader's start), or past its end
+        (truncate by epoch again)."""
+        body = yield self._request_0_7(OffsetRequest(replica.topic, replica.partition, EARLIEST_TIME, 1))
+        [leader_start] = decode_offsets(body) or [0]
+        if replica.log.written_end < leader_start:
+            replica.log.restart_at(leader_start)
+            replica.epochs.truncate_from_start(leader_start)
+            replica.save_epochs()
+        else:
+            log.warning("%s: the leader has no offset %d; truncating again", replica.name, replica.log.written_end)
+            replica.role = Role.TRUNCATING
 
     def _append(self, replica: Replica, answer) -> None:
         log_ = replica.log
@@ -215,7 +247,6 @@ class LeaderFetcher:
             # Our idea of the leader is out of date (or theirs is): ZooKeeper decides.
             self.manager.cluster.reread_state(replica.topic, replica.partition)
         elif error == OffsetOutOfRange.code:
-            log.warning("%s: the leader has no offset %d; truncating again", replica.name, replica.log.written_end)
-            replica.role = Role.TRUNCATING
+            self._out_of_range.append(replica)
         else:
             log.warning("%s: the leader answers error %d", replica.name, error)

@@ -13,7 +13,9 @@ a follower fetches from ``o``                      its end is ``o``; caught up n
 a follower outside the ISR reaches ``HW`` and      propose ISR + follower
 the current epoch's start
 an ISR follower not caught up for more than        propose ISR - follower
-``lag_time_max_ms``; or its broker is gone
+``lag_time_max_ms``; or its broker is gone;
+or it fetches from below the HW (it restarted
+and lost what it had not flushed)
 a proposal written                                 ISR = proposal; HW recomputed
 a proposal refused (ZooKeeper version moved)       the caller re-reads the state; no proposal
                                                    is pending any more
@@ -113,6 +115,10 @@ class LeaderPartition:
         elif offset >= position.leader_end_at_last_fetch >= 0:
             position.caught_up_at_ms = max(position.caught_up_at_ms, position.last_fetch_at_ms)
         position.leader_end_at_last_fetch, position.last_fetch_at_ms = self.log_end, now_ms
+        if replica in self.isr and offset < self.high_watermark:
+            # An in-sync follower never holds less than the HW: this one restarted and lost its
+            # unflushed tail. It must not stay electable as if it held every committed message.
+            return self._shrink([replica])
         decision = self._advance_high_watermark()
         if (replica not in self.isr and self.pending_isr is None and not self.fenced
                 and offset >= self.high_watermark and offset >= self.epoch_start_offset):

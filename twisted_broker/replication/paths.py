@@ -118,13 +118,17 @@ class TopicAssignment:
 
 @dataclass(frozen=True)
 class PartitionState:
-    """``.../partitions/<p>/state``: leader (NO_LEADER when offline), its epoch, the ISR, and
-    the controller epoch of the last controller that wrote it."""
+    """``.../partitions/<p>/state``: leader (NO_LEADER when offline), its epoch, the ISR, the
+    controller epoch of the last controller that wrote it, and the leader's session: the
+    ``creatorId`` of the leader's ``/brokers/ids`` registration when it was elected. A broker
+    restarted since (a new creatorId) lost what it had not flushed, so it must not go on
+    leading at that epoch: the controller elects again (docs/replication.md §3)."""
 
     leader: int
     leader_epoch: int
     isr: tuple[int, ...]
     controller_epoch: int
+    leader_session: str = ""
 
     @property
     def online(self) -> bool:
@@ -132,7 +136,7 @@ class PartitionState:
 
     def encode(self) -> bytes:
         return _dump({"leader": self.leader, "leader_epoch": self.leader_epoch, "isr": list(self.isr),
-                      "controller_epoch": self.controller_epoch})
+                      "controller_epoch": self.controller_epoch, "leader_session": self.leader_session})
 
     @classmethod
     def decode(cls, value: bytes) -> PartitionState:
@@ -140,7 +144,10 @@ class PartitionState:
         leader, epoch, ce = data.get("leader"), data.get("leader_epoch"), data.get("controller_epoch")
         if type(leader) is not int or type(epoch) is not int or type(ce) is not int:
             raise ValueError(f"partition state {value[:80]!r} lacks leader, leader_epoch or controller_epoch")
-        return cls(leader, epoch, _broker_ids(data.get("isr"), "partition state isr"), ce)
+        session = data.get("leader_session", "")
+        if not isinstance(session, str):
+            raise ValueError(f"partition state {value[:80]!r}: leader_session is not a string")
+        return cls(leader, epoch, _broker_ids(data.get("isr"), "partition state isr"), ce, session)
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,8 @@ class Replica:
         self.leader_id: int | None = None
         self.leader_epoch = -1
         self.leader: LeaderPartition | None = None  # while LEADER
-        self.ack_waiters: list = []  # (end offset, Deferred) of produce requests with acks=-1
+        self.ack_waiters: list = []  # (end offset, deadline ms, Deferred) of produce requests with acks=-1
+        self.refusal_logged_at = float("-inf")  # the last "not enough replicas" line
 
     @property
     def name(self) -> str:
@@ -57,17 +58,18 @@ class Replica:
         write_leader_epochs(self.log.directory, self.epochs.encode())
 
     def become_leader(self, state: PartitionState, replicas: tuple[int, ...], *, broker_id: int, now_ms: int,
-                      lag_time_max_ms: int, min_insync_replicas: int) -> None:
-        """Take office at ``state.leader_epoch``: the epoch starts at this log's end."""
+                      lag_time_max_ms: int, min_insync_replicas: int, log_end: int) -> None:
+        """Take office at ``state.leader_epoch``: the epoch starts at this log's end.
+        ``log_end`` is what the high watermark counts of this log (written, or flushed)."""
         end = self.log.written_end
         if self.epochs.assign(state.leader_epoch, end):
             self.save_epochs()
         self.role, self.leader_id, self.leader_epoch = Role.LEADER, broker_id, state.leader_epoch
         self.leader = LeaderPartition(
             broker_id=broker_id, leader_epoch=state.leader_epoch, epoch_start_offset=end, replicas=replicas,
-            isr=state.isr, log_end=end, high_watermark=self.log.end_offset, now_ms=now_ms,
+            isr=state.isr, log_end=log_end, high_watermark=self.log.end_offset, now_ms=now_ms,
             lag_time_max_ms=lag_time_max_ms, min_insync_replicas=min_insync_replicas)
-        decision = self.leader.appended(end)  # alone in its ISR, it commits what it has
+        decision = self.leader.appended(log_end)  # alone in its ISR, it commits what it has
         if decision.high_watermark is not None:
             self.log.publish_to(decision.high_watermark)
         log.info("%s: leader at epoch %d, ISR %s, log end %d, high watermark %d", self.name, state.leader_epoch,

@@ -39,18 +39,26 @@ from twisted_broker.storage.log_manager import LogManager
 log = logging.getLogger(__name__)
 
 CHECKPOINT_INTERVAL_S = 1.0
+REFUSAL_LOG_INTERVAL_S = 60.0
 
 
 class ReplicaManager:
     def __init__(self, *, broker_id: int, logs: LogManager, zk: ZooKeeper, cluster: ClusterState, clock,
-                 lag_time_max_ms: int, min_insync_replicas: int) -> None:
+                 lag_time_max_ms: int, min_insync_replicas: int, count_flushed: bool = False,
+                 session: str = "") -> None:
         self.broker_id = broker_id
+        # This process's registration (creatorId): a state naming this broker leader under
+        # another session was given to a previous run, which may have lost its unflushed tail.
+        self.session = session
         self.logs = logs
         self.zk = zk
         self.cluster = cluster
         self.clock = clock
         self.lag_time_max_ms = lag_time_max_ms
         self.min_insync_replicas = min_insync_replicas
+        # log.visibility=flushed: the high watermark counts what each ISR member has fsynced,
+        # not what it has written (docs/replication.md §6).
+        self.count_flushed = count_flushed
         self.replicas: dict[tuple[str, int], Replica] = {}
         self.connected = zk.connected
         self.stopping = False
@@ -139,6 +147,16 @@ class ReplicaManager:
         if replica is None or state is None or self.stopping:
             return
         replicas = self.cluster.replicas(topic, partition)
+        if state.leader == self.broker_id and state.leader_session and state.leader_session != self.session:
+            # Elected in a previous run: wait for the controller's new epoch (it sees the
+            # new registration) rather than lead with what this run's log may lack.
+            was_fetching = replica.role is not Role.OFFLINE
+            replica.go_offline(state)
+            if was_fetching:
+                self.on_follow(replica)  # now offline: the fetchers drop it
+            log.info("%s: elected leader in a previous run (epoch %d); waiting for a new election", replica.name,
+                     state.leader_epoch)
+            return
         if state.leader == self.broker_id:
             if replica.role is Role.LEADER and replica.leader_epoch == state.leader_epoch:
                 leader = replica.leader
@@ -148,10 +166,14 @@ class ReplicaManager:
                     leader.unfence()
                     log.info("%s: leader again at epoch %d", replica.name, state.leader_epoch)
                 return
-            if replica.role is not Role.LEADER:
-                self.on_follow(replica)  # stop fetching first
+            was_fetching = replica.role is not Role.LEADER
             replica.become_leader(state, replicas, broker_id=self.broker_id, now_ms=self._now_ms(),
-                                  lag_time_max_ms=self.lag_time_max_ms, min_insync_replicas=self.min_insync_replicas)
+                                  lag_time_max_ms=self.lag_time_max_ms, min_insync_replicas=self.min_insync_replicas,
+                                  log_end=self._leader_end(replica))
+            if was_fetching:
+                self.on_follow(replica)  # now leader: the fetchers drop it
+            if self.count_flushed:
+                replica.log.on_durable = lambda: self.appended(replica) if replica.leader is not None else None
             if not self.connected:
                 replica.leader.fence()
             return
@@ -198,7 +220,7 @@ class ReplicaManager:
         if state is None or version is None or state.leader_epoch != leader.leader_epoch:
             leader.isr_write_refused()
             return
-        new = PartitionState(state.leader, state.leader_epoch, isr, state.controller_epoch)
+        new = PartitionState(state.leader, state.leader_epoch, isr, state.controller_epoch, state.leader_session)
         try:
             stat = yield self.zk.set(paths.state_path(topic, partition), new.encode(), version)
         except (BadVersionError, NoNodeError):
@@ -243,15 +265,21 @@ class ReplicaManager:
             replica.leader.check_write(required_acks=required_acks)
         except NotEnoughReplicas as exc:
             self.not_enough_replicas += 1
-            log.warning("%s: write refused: %s", replica.name, exc)
+            now = self.clock.seconds()
+            if now - replica.refusal_logged_at >= REFUSAL_LOG_INTERVAL_S:  # not once per request
+                replica.refusal_logged_at = now
+                log.warning("%s: writes refused: %s", replica.name, exc)
             raise
         return replica
 
     def appended(self, replica: Replica) -> None:
         """The broker appended to a leader's log."""
         if replica.leader is not None:
-            self._apply(replica, replica.leader.appended(replica.log.written_end))
+            self._apply(replica, replica.leader.appended(self._leader_end(replica)))
         self._wake_fetch_waiters()
+
+    def _leader_end(self, replica: Replica) -> int:
+        return replica.log.flushed_end if self.count_flushed else replica.log.written_end
 
     def wait_for_commit(self, replica: Replica, end_offset: int, timeout_ms: int) -> Deferred:
         """Fires once the high watermark reaches ``end_offset``; fails with RequestTimedOut
@@ -291,9 +319,11 @@ class ReplicaManager:
             for wake in waiters:
                 wake()
 
-    def follower_fetch(self, replica_id: int, topic: str, partition: int, leader_epoch: int, offset: int):
-        """Check a follower's fetch and record its position; returns the leader's replica.
-        Raises the error its answer carries."""
+    def follower_fetch(self, replica_id: int, topic: str, partition: int, leader_epoch: int, offset: int,
+                       flushed_offset: int):
+        """Check a follower's fetch and record its position (its durable one under
+        log.visibility=flushed); returns the leader's replica. Raises the error its answer
+        carries."""
         replica = self.replicas.get((topic, partition))
         if replica is None:
             raise WrongPartition(f"{topic}-{partition} has no replica on broker {self.broker_id}")
@@ -314,10 +344,11 @@ class ReplicaManager:
             raise FencedLeaderEpoch(f"{replica.name}: epoch {leader_epoch} is older than {leader.leader_epoch}")
         if leader.fenced:
             raise NotLeaderForPartition(f"{replica.name}: broker {self.broker_id} is fenced")
-        try:
-            decision = leader.follower_fetched(replica_id, offset, self._now_ms())
-        except ValueError as exc:
-            raise OffsetOutOfRange(str(exc)) from None
+        if not 0 <= offset <= replica.log.written_end:
+            raise OffsetOutOfRange(f"follower {replica_id} fetches {replica.name} from {offset}, past its end "
+                                   f"{replica.log.written_end}")
+        position = min(flushed_offset, leader.log_end) if self.count_flushed else offset
+        decision = leader.follower_fetched(replica_id, max(position, 0), self._now_ms())
         self._apply(replica, decision)
         return replica
 

@@ -86,7 +86,7 @@ class ReplicationRequests:
             region = None
             try:
                 replica = self.manager.follower_fetch(request.replica_id, part.topic, part.partition,
-                                                      part.leader_epoch, part.offset)
+                                                      part.leader_epoch, part.offset, part.flushed_offset)
                 log_ = replica.log
                 region = log_.read_written(part.offset, part.max_bytes)
                 length = region.length if region is not None else 0

@@ -8,9 +8,9 @@ visible to reads and to offsets requests only when a flush (fsync) makes them du
 ``flush_interval_messages`` messages, or when the broker's timer finds the last flush older
 than ``flush_interval_ms``.
 
-A replica's log (docs/replication.md) publishes a high watermark instead: after
-``use_high_watermark``, flushes only make data durable, and ``publish_to`` moves what readers
-see. Replication may also cut the log's tail (``truncate_to``).
+A replica's log (replica_log.py) publishes a high watermark instead of its flushes;
+``visible_at_append`` (``log.visibility=committed`` on a 0.7 topic) publishes each append at
+once, flushed or not.
 """
 
 from __future__ import annotations
@@ -68,9 +68,8 @@ class Log:
         self.write_error: LogWriteError | None = None
         # One-shot callbacks for the next time flushed data is published (held fetches).
         self._flush_watchers: list[Callable[[], object]] = []
-        # None: 0.7's rule, readers see what is flushed. An offset: a replica's log, readers
-        # see up to this committed offset (at most what is written), flushed or not.
-        self.high_watermark: int | None = None
+        # log.visibility=committed on a 0.7 topic: readers see each append at once.
+        self.visible_at_append = False
 
     # -- reading -------------------------------------------------------------------------
 
@@ -86,13 +85,13 @@ class Log:
     def first_offset(self) -> int:
         return self._segments[0].start
 
+    publishes_flushes = True  # a replica's log publishes its high watermark instead (replica_log.py)
+
     @property
     def end_offset(self) -> int:
         """The offset just past the visible data: where a caught-up consumer fetches."""
         if self._pending:
             self._reap()
-        if self.high_watermark is not None:
-            return self.high_watermark
         return self._segments[-1].end
 
     @property
@@ -131,9 +130,6 @@ class Log:
             self._reap()
         segments = self._segments
         index = bisect_right(self._starts, offset) - 1
-        hw = self.high_watermark
-        if hw is not None and index >= 0 and hw <= offset <= self.written_end:
-            return None  # written but not committed yet: it will be, or be cut; not an error
         if index < 0 or offset > segments[-1].end:
             raise OffsetOutOfRange(f"offset {offset} is outside [{self.first_offset}, {self.end_offset}] of {self.name}")
         segment = segments[index]
@@ -146,22 +142,6 @@ class Log:
         if max_size == 0:
             return None
         return segment.region(offset - segment.start, max_size)
-
-    def read_written(self, offset: int, max_size: int) -> FileRegion | None:
-        """Like ``read``, but up to everything written, committed or not: what a leader sends
-        its followers. None at the written end. Raises OffsetOutOfRange or InvalidMessage."""
-        if self._pending:
-            self._reap()
-        index = bisect_right(self._starts, offset) - 1
-        if index < 0 or offset > self.written_end:
-            raise OffsetOutOfRange(f"offset {offset} is outside [{self.first_offset}, {self.written_end}] of {self.name}")
-        segment = self._segments[index]
-        while offset >= segment.start + segment.size:
-            if index == len(self._segments) - 1 or max_size <= 0:
-                return None
-            index += 1  # an empty segment left by a cut: its successor starts at the same offset
-            segment = self._segments[index]
-        return segment.region(offset - segment.start, max_size, written=True)
 
     def offsets_before(self, time_ms: int, max_count: int) -> list[int]:
         """Offsets of segment starts last written at or before ``time_ms``, newest first.
@@ -212,6 +192,9 @@ class Log:
                 if segment.damaged:
                     self.write_error = exc
                 raise
+        if self.visible_at_append:
+            segment.publish(segment.size)
+            self._wake_watchers()
         self.messages_appended += messages.message_count
         self.unflushed_messages += messages.message_count
         if self.unflushed_messages >= self.policy.flush_interval_messages:
@@ -280,9 +263,8 @@ class Log:
             finished = job.finished.is_set()  # before the size: a finished job's size is final
             size = job.size
             if size > segment.flushed_size:
-                segment.flushed(size, publish=self.high_watermark is None)
-                if self.high_watermark is None:
-                    published = True
+                segment.flushed(size, publish=self.publishes_flushes)
+                published = True
             self._count_rounds(job)
             if not finished:
                 break
@@ -294,64 +276,17 @@ class Log:
                 pending.clear()
                 break
         if published:
-            self._wake_watchers()
+            self._flushed()
+
+    def _flushed(self) -> None:
+        """More data is durable (and, under 0.7's rule, visible)."""
+        self._wake_watchers()
 
     def _wake_watchers(self) -> None:
         if self._flush_watchers:
             watchers, self._flush_watchers = self._flush_watchers, []
             for callback in watchers:
                 callback()
-
-    # -- replication ---------------------------------------------------------------------
-
-    def use_high_watermark(self, high_watermark: int) -> None:
-        """From now on readers see up to a committed offset that replication publishes, not
-        up to the flushed end; start at ``high_watermark`` (at most the written end)."""
-        if self._pending:
-            self._reap()
-        self.high_watermark = min(max(high_watermark, self.first_offset), self.written_end)
-        for segment in self._segments:
-            segment.hide_from(max(self.high_watermark - segment.start, 0))
-            segment.publish(min(max(self.high_watermark - segment.start, 0), segment.size))
-
-    def publish_to(self, offset: int) -> None:
-        """Let readers see up to ``offset`` (a message boundary, at most the written end);
-        wakes held fetches. The high watermark never moves back here."""
-        if self.high_watermark is None:
-            raise ValueError(f"{self.name} publishes its flushes, not a high watermark")
-        offset = min(offset, self.written_end)
-        if offset <= self.high_watermark:
-            return
-        index = max(bisect_right(self._starts, self.high_watermark) - 1, 0)
-        for segment in self._segments[index:]:
-            if segment.start >= offset:
-                break
-            segment.publish(min(offset - segment.start, segment.size))
-        self.high_watermark = offset
-        self._wake_watchers()
-
-    def truncate_to(self, offset: int) -> int:
-        """Cut everything at and after ``offset`` (a message boundary on the leader's log
-        too): a replica's truncation by leader epoch. Returns the bytes cut. Waits for
-        pending flushes first. Raises ValueError for an offset before the log's start, and
-        LogWriteError if the disk fails."""
-        if offset < self.first_offset:
-            raise ValueError(f"cannot cut {self.name} at {offset}, before its start {self.first_offset}")
-        end = self.written_end
-        if offset >= end:
-            return 0
-        self.flush()
-        while len(self._segments) > 1 and self._segments[-1].start > offset:
-            self._segments.pop().delete()
-            self._starts.pop()
-        newest = self._segments[-1]
-        newest.truncate(offset - newest.start)
-        if self.high_watermark is not None:
-            self.high_watermark = min(self.high_watermark, offset)
-            newest.hide_from(max(self.high_watermark - newest.start, 0))
-        self.unflushed_messages = 0
-        log.warning("%s: cut %d bytes at offset %d to match its leader's log", self.name, end - offset, offset)
-        return end - offset
 
     def _count_rounds(self, job: FlushJob) -> None:
         rounds, seconds = job.rounds, job.seconds

@@ -24,6 +24,7 @@ from twisted_broker.storage.checkpoints import (
 from twisted_broker.storage.flusher import Flusher, InlineFlusher
 from twisted_broker.storage.log import Log, LogPolicy, open_log_directory
 from twisted_broker.storage.recovery import recover_segment
+from twisted_broker.storage.replica_log import ReplicaLog
 from twisted_broker.storage.topic_name import MAX_TOPIC_NAME_LENGTH, check_topic_name
 
 log = logging.getLogger(__name__)
@@ -47,7 +48,7 @@ class LogManager:
                  policy_for: Callable[[str], LogPolicy] = lambda topic: LogPolicy(),
                  max_topic_name_length: int = MAX_TOPIC_NAME_LENGTH,
                  on_new_topic: Callable[[str], object] | None = None,
-                 flusher: Flusher | None = None) -> None:
+                 flusher: Flusher | None = None, visible_at_append: bool = False) -> None:
         self.log_dir = os.path.abspath(log_dir)
         self._now = now
         self.partitions_for = partitions_for
@@ -55,6 +56,7 @@ class LogManager:
         self.max_topic_name_length = max_topic_name_length
         self.on_new_topic = on_new_topic
         self.flusher = flusher or InlineFlusher()
+        self.visible_at_append = visible_at_append  # 0.7 topics' logs: log.visibility=committed
         self._logs: dict[str, dict[int, Log]] = {}
         self.recovered_bytes = 0
         self.opened = False
@@ -96,10 +98,12 @@ class LogManager:
             segments = open_log_directory(path, self._now())
             if not clean:
                 self.recovered_bytes += recover_segment(segments[-1])
-            opened = self._logs.setdefault(topic, {})[partition] = Log(
-                path, topic, partition, segments, policy=self.policy_for(topic), now=self._now, flusher=self.flusher)
             if is_replica_log(path):
-                opened.use_high_watermark(high_watermarks.get((topic, partition), 0))
+                opened = ReplicaLog(path, topic, partition, segments, policy=self.policy_for(topic), now=self._now,
+                                    flusher=self.flusher, high_watermark=high_watermarks.get((topic, partition), 0))
+            else:
+                opened = self._new_0_7_log(path, topic, partition, segments)
+            self._logs.setdefault(topic, {})[partition] = opened
         self.opened = True
         log.info("opened %d logs in %s (%s)", sum(map(len, self._logs.values())), self.log_dir,
                  "clean shutdown" if clean else f"recovered, {self.recovered_bytes} bytes truncated")
@@ -111,7 +115,7 @@ class LogManager:
 
     def topics_0_7(self) -> list[str]:
         """The topics with logs of 0.7's kind here: what 0.7's registry lists for this broker."""
-        return sorted(t for t, logs in self._logs.items() if any(l.high_watermark is None for l in logs.values()))
+        return sorted(t for t, logs in self._logs.items() if not all(isinstance(l, ReplicaLog) for l in logs.values()))
 
     def has_topic(self, topic: str) -> bool:
         """True if this broker holds a log of ``topic``."""
@@ -141,31 +145,35 @@ class LogManager:
         path = self._partition_path(topic, partition)
         os.makedirs(path, exist_ok=True)
         new_topic = topic not in self._logs
-        created = Log(path, topic, partition, open_log_directory(path, self._now()),
-                      policy=self.policy_for(topic), now=self._now, flusher=self.flusher)
+        created = self._new_0_7_log(path, topic, partition, open_log_directory(path, self._now()))
         self._logs.setdefault(topic, {})[partition] = created
         log.info("created log %s", path)
         if new_topic and self.on_new_topic is not None:
             self.on_new_topic(topic)
         return created
 
-    def create_replica_log(self, topic: str, partition: int) -> Log:
+    def _new_0_7_log(self, path: str, topic: str, partition: int, segments) -> Log:
+        created = Log(path, topic, partition, segments, policy=self.policy_for(topic), now=self._now,
+                      flusher=self.flusher)
+        created.visible_at_append = self.visible_at_append
+        return created
+
+    def create_replica_log(self, topic: str, partition: int) -> ReplicaLog:
         """The log of a replica this broker was assigned, created if needed, publishing a high
         watermark. Partition counts are replication's: only the name is checked here.
         Raises InvalidTopic for a bad name or a 0.7 topic's partition, or OSError."""
         check_topic_name(topic, self.max_topic_name_length)
         existing = self._logs.get(topic, {}).get(partition)
         if existing is not None:
-            if existing.high_watermark is None:
+            if not isinstance(existing, ReplicaLog):
                 raise InvalidTopic(f"{topic}-{partition} is the log of a 0.7 topic, not a replica's")
             return existing
         path = self._partition_path(topic, partition)
         os.makedirs(path, exist_ok=True)
         if not is_replica_log(path):
             write_leader_epochs(path, b"0\n0\n")
-        created = Log(path, topic, partition, open_log_directory(path, self._now()),
-                      policy=self.policy_for(topic), now=self._now, flusher=self.flusher)
-        created.use_high_watermark(0)
+        created = ReplicaLog(path, topic, partition, open_log_directory(path, self._now()),
+                             policy=self.policy_for(topic), now=self._now, flusher=self.flusher, high_watermark=0)
         self._logs.setdefault(topic, {})[partition] = created
         log.info("created replica log %s", path)
         return created  # not on_new_topic: replicated topics stay out of 0.7's registry

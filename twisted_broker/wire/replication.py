@@ -45,17 +45,28 @@ METADATA = 103
 REPLICATION_REQUEST_NAMES = {REPLICA_FETCH: "replica-fetch", EPOCH_END_OFFSET: "epoch-end-offset",
                              PRODUCE_ACK: "produce-ack", METADATA: "metadata"}
 
-_FETCH_HEAD = struct.Struct(">iiih")  # replica, max wait ms, min bytes, count
+_FETCH_HEAD = struct.Struct(">iii")  # replica, max wait ms, min bytes
 _FETCH_PART = struct.Struct(">iiqiq")  # partition, leader epoch, offset, max bytes, flushed offset
 _FETCH_ANSWER = struct.Struct(">hqqh")  # error, high watermark, log end, epoch count
 _EPOCH_ENTRY = struct.Struct(">iq")  # epoch, start offset
-_EPOCH_HEAD = struct.Struct(">ih")  # replica, count
+_EPOCH_HEAD = struct.Struct(">i")  # replica
 _EPOCH_PART = struct.Struct(">iii")  # partition, current leader epoch, asked epoch
 _EPOCH_ANSWER = struct.Struct(">hiq")  # error, epoch, end offset
 _ACK_HEAD = struct.Struct(">hi")  # required acks, timeout ms
 _ACK_ANSWER = struct.Struct(">ihq")  # partition, error, offset
 _BROKER = struct.Struct(">i")
 _PARTITION_META = struct.Struct(">iii")  # partition, leader, leader epoch
+
+
+def _topic_parts(buf: Buffer, pos: int, fmt: struct.Struct, make) -> tuple[tuple, int]:
+    """An int16 count, then that many ``topic string16`` + ``fmt`` parts, each ``make(topic, *fields)``."""
+    count, pos = _count(buf, pos, INT16)
+    parts = []
+    for _ in range(count):
+        topic, pos = decode_short_string(buf, pos)
+        parts.append(make(topic, *unpack_at(fmt, buf, pos)))
+        pos += fmt.size
+    return tuple(parts), pos
 
 
 def _count(buf: Buffer, pos: int, fmt: struct.Struct = INT32) -> tuple[int, int]:
@@ -84,19 +95,12 @@ class ReplicaFetchRequest:
 
     @classmethod
     def decode(cls, buf: Buffer, pos: int) -> tuple[ReplicaFetchRequest, int]:
-        replica, wait, min_bytes, count = unpack_at(_FETCH_HEAD, buf, pos)
-        pos += _FETCH_HEAD.size
-        if count < 0:
-            raise Truncated(pos - 2, 0, len(buf) - pos)
-        parts = []
-        for _ in range(count):
-            topic, pos = decode_short_string(buf, pos)
-            parts.append(ReplicaFetchPartition(topic, *unpack_at(_FETCH_PART, buf, pos)))
-            pos += _FETCH_PART.size
-        return cls(replica, wait, min_bytes, tuple(parts)), pos
+        replica, wait, min_bytes = unpack_at(_FETCH_HEAD, buf, pos)
+        parts, pos = _topic_parts(buf, pos + _FETCH_HEAD.size, _FETCH_PART, ReplicaFetchPartition)
+        return cls(replica, wait, min_bytes, parts), pos
 
     def encode(self) -> bytes:
-        return _FETCH_HEAD.pack(self.replica_id, self.max_wait_ms, self.min_bytes, len(self.partitions)) + b"".join(
+        return _FETCH_HEAD.pack(self.replica_id, self.max_wait_ms, self.min_bytes) + INT16.pack(len(self.partitions)) + b"".join(
             encode_short_string(p.topic) + _FETCH_PART.pack(p.partition, p.leader_epoch, p.offset, p.max_bytes,
                                                             p.flushed_offset)
             for p in self.partitions)
@@ -155,19 +159,12 @@ class EpochEndOffsetRequest:
 
     @classmethod
     def decode(cls, buf: Buffer, pos: int) -> tuple[EpochEndOffsetRequest, int]:
-        replica, count = unpack_at(_EPOCH_HEAD, buf, pos)
-        pos += _EPOCH_HEAD.size
-        if count < 0:
-            raise Truncated(pos - 2, 0, len(buf) - pos)
-        queries = []
-        for _ in range(count):
-            topic, pos = decode_short_string(buf, pos)
-            queries.append(EpochQuery(topic, *unpack_at(_EPOCH_PART, buf, pos)))
-            pos += _EPOCH_PART.size
-        return cls(replica, tuple(queries)), pos
+        (replica,) = unpack_at(_EPOCH_HEAD, buf, pos)
+        queries, pos = _topic_parts(buf, pos + _EPOCH_HEAD.size, _EPOCH_PART, EpochQuery)
+        return cls(replica, queries), pos
 
     def encode(self) -> bytes:
-        return _EPOCH_HEAD.pack(self.replica_id, len(self.queries)) + b"".join(
+        return _EPOCH_HEAD.pack(self.replica_id) + INT16.pack(len(self.queries)) + b"".join(
             encode_short_string(q.topic) + _EPOCH_PART.pack(q.partition, q.current_leader_epoch, q.epoch)
             for q in self.queries)
 

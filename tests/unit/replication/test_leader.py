@@ -83,6 +83,15 @@ def test_while_a_follower_is_proposed_in_the_high_watermark_waits_for_it_too():
     assert p.follower_fetched(1, 1, now_ms=2) == Decision(high_watermark=1)
 
 
+def test_an_in_sync_follower_fetching_below_the_high_watermark_lost_data_and_leaves_at_once():
+    p = leader()
+    p.appended(100)
+    p.follower_fetched(1, 100, now_ms=1)
+    p.follower_fetched(2, 100, now_ms=1)
+    assert p.high_watermark == 100
+    assert p.follower_fetched(2, 40, now_ms=2).propose_isr == (0, 1)
+
+
 def test_fenced_leader_refuses_writes_and_freezes_the_high_watermark():
     p = leader(isr=(0,))
     p.fence()

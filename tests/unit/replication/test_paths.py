@@ -18,7 +18,8 @@ def test_paths_live_under_replication_and_leave_0_7_paths_alone():
 
 def test_partition_state_bytes_are_kafka_like_json():
     state = PartitionState(leader=1, leader_epoch=3, isr=(1, 2, 0), controller_epoch=7)
-    assert state.encode() == b'{"version":1,"leader":1,"leader_epoch":3,"isr":[1,2,0],"controller_epoch":7}'
+    assert state.encode() == (b'{"version":1,"leader":1,"leader_epoch":3,"isr":[1,2,0],"controller_epoch":7,'
+                              b'"leader_session":""}')
     assert PartitionState.decode(state.encode()) == state
 
 

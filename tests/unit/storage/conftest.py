@@ -64,11 +64,12 @@ def make_log(tmp_path, clock):
     """Open (creating if needed) the log of ``topic-partition`` under tmp_path with a policy."""
     opened = []
 
-    def make(topic: str = "t", partition: int = 0, flusher=None, **policy) -> Log:
+    def make(topic: str = "t", partition: int = 0, flusher=None, log_class=Log, log_options=None,
+             **policy) -> Log:
         directory = os.path.join(tmp_path, f"{topic}-{partition}")
         os.makedirs(directory, exist_ok=True)
-        log = Log(directory, topic, partition, open_log_directory(directory, clock()),
-                  policy=LogPolicy(**policy), now=clock, flusher=flusher)
+        log = log_class(directory, topic, partition, open_log_directory(directory, clock()),
+                        policy=LogPolicy(**policy), now=clock, flusher=flusher, **(log_options or {}))
         opened.append(log)
         return log
 

@@ -6,14 +6,21 @@ from pathlib import Path
 import pytest
 
 from twisted_broker.errors import OffsetOutOfRange
+from twisted_broker.storage.replica_log import ReplicaLog
 from twisted_broker.wire.message_set import encode_message_set
 
 ENTRY = encode_message_set([b"ab"])  # 12 bytes
 
 
-def test_appended_data_is_invisible_until_published_even_once_flushed(make_log, batch, read_all):
-    log = make_log(flush_interval_messages=1)
-    log.use_high_watermark(0)
+@pytest.fixture
+def make_replica_log(make_log):
+    def make(high_watermark=0, **policy):
+        return make_log(log_class=ReplicaLog, log_options={"high_watermark": high_watermark}, **policy)
+    return make
+
+
+def test_appended_data_is_invisible_until_published_even_once_flushed(make_replica_log, batch, read_all):
+    log = make_replica_log(flush_interval_messages=1)
     log.append(batch([b"ab"]))
     log.append(batch([b"cd"]))
     assert log.flushed_end == 24 and log.written_end == 24
@@ -22,18 +29,16 @@ def test_appended_data_is_invisible_until_published_even_once_flushed(make_log, 
     assert log.end_offset == 12 and read_all(log, 100) == [(0, b"ab")]
 
 
-def test_committed_data_is_served_before_any_flush(make_log, batch, read_all):
-    log = make_log(flush_interval_messages=1000)
-    log.use_high_watermark(0)
+def test_committed_data_is_served_before_any_flush(make_replica_log, batch, read_all):
+    log = make_replica_log(flush_interval_messages=1000)
     log.append(batch([b"ab", b"cd"]))
     assert log.flushed_end == 0
     log.publish_to(log.written_end)
     assert read_all(log, 100) == [(0, b"ab"), (12, b"cd")]
 
 
-def test_a_fetch_between_the_high_watermark_and_the_written_end_is_empty_not_out_of_range(make_log, batch):
-    log = make_log()
-    log.use_high_watermark(0)
+def test_a_fetch_between_the_high_watermark_and_the_written_end_is_empty_not_out_of_range(make_replica_log, batch):
+    log = make_replica_log()
     log.append(batch([b"ab", b"cd"]))
     log.publish_to(12)
     assert log.read(12, 100) is None
@@ -42,9 +47,8 @@ def test_a_fetch_between_the_high_watermark_and_the_written_end_is_empty_not_out
         log.read(36, 100)
 
 
-def test_the_high_watermark_never_moves_back_nor_past_what_is_written(make_log, batch):
-    log = make_log()
-    log.use_high_watermark(0)
+def test_the_high_watermark_never_moves_back_nor_past_what_is_written(make_replica_log, batch):
+    log = make_replica_log()
     log.append(batch([b"ab"]))
     log.publish_to(100)
     assert log.end_offset == 12
@@ -52,19 +56,19 @@ def test_the_high_watermark_never_moves_back_nor_past_what_is_written(make_log, 
     assert log.end_offset == 12
 
 
-def test_opening_a_replica_hides_what_its_checkpoint_did_not_commit(make_log, batch, read_all):
+def test_opening_a_replica_hides_what_its_checkpoint_did_not_commit(make_log, make_replica_log, batch, read_all):
     log = make_log(flush_interval_messages=1)
     log.append(batch([b"ab"]))
     log.append(batch([b"cd"]))
     assert log.end_offset == 24  # 0.7's rule: flushed, so visible
-    log.use_high_watermark(12)
+    log.close()
+    log = make_replica_log(high_watermark=12)
     assert log.end_offset == 12 and read_all(log, 100) == [(0, b"ab")]
     assert log.offsets_before(-1, 10) == [12, 0]
 
 
-def test_publishing_wakes_held_fetches_and_flushing_does_not(make_log, batch):
-    log = make_log(flush_interval_messages=1)
-    log.use_high_watermark(0)
+def test_publishing_wakes_held_fetches_and_flushing_does_not(make_replica_log, batch):
+    log = make_replica_log(flush_interval_messages=1)
     woken = []
     log.watch_flush(lambda: woken.append(True))
     log.append(batch([b"ab"]))
@@ -74,9 +78,8 @@ def test_publishing_wakes_held_fetches_and_flushing_does_not(make_log, batch):
     assert woken == [True]
 
 
-def test_the_high_watermark_follows_across_a_roll(make_log, batch, read_all):
-    log = make_log(file_size=20, flush_interval_messages=1000)
-    log.use_high_watermark(0)
+def test_the_high_watermark_follows_across_a_roll(make_replica_log, batch, read_all):
+    log = make_replica_log(file_size=20, flush_interval_messages=1000)
     for payload in (b"ab", b"cd", b"ef", b"gh"):
         log.append(batch([payload]))
     assert len(log.segments) > 1
@@ -86,11 +89,11 @@ def test_the_high_watermark_follows_across_a_roll(make_log, batch, read_all):
     assert log.read(36, 100) is None
 
 
-def test_truncate_cuts_whole_segments_and_the_tail_of_the_one_holding_the_offset(make_log, batch, read_all):
-    log = make_log(file_size=20, flush_interval_messages=1)
+def test_truncate_cuts_whole_segments_and_the_tail_of_the_one_holding_the_offset(make_replica_log, batch, read_all):
+    log = make_replica_log(file_size=20, flush_interval_messages=1)
     for payload in (b"ab", b"cd", b"ef", b"gh", b"ij"):
         log.append(batch([payload]))
-    log.use_high_watermark(60)
+    log.publish_to(60)
     starts = [segment.start for segment in log.segments]
     assert log.truncate_to(24) == 36
     assert log.written_end == 24 and log.end_offset == 24
@@ -102,9 +105,8 @@ def test_truncate_cuts_whole_segments_and_the_tail_of_the_one_holding_the_offset
     assert [p for _, p in read_all(log, 100)] == [b"ab", b"cd", b"zz"]
 
 
-def test_truncate_keeps_what_was_not_committed_hidden(make_log, batch):
-    log = make_log(flush_interval_messages=1)
-    log.use_high_watermark(0)
+def test_truncate_keeps_what_was_not_committed_hidden(make_replica_log, batch):
+    log = make_replica_log(flush_interval_messages=1)
     for payload in (b"ab", b"cd", b"ef"):
         log.append(batch([payload]))
     log.truncate_to(24)
@@ -114,14 +116,17 @@ def test_truncate_keeps_what_was_not_committed_hidden(make_log, batch):
         log.truncate_to(-1)
 
 
-def test_a_0_7_log_refuses_a_published_high_watermark(make_log):
-    with pytest.raises(ValueError, match="publishes its flushes"):
-        make_log().publish_to(0)
+def test_a_0_7_log_with_committed_visibility_shows_each_append_before_its_flush(make_log, batch, read_all):
+    log = make_log(flush_interval_messages=1000)
+    log.visible_at_append = True
+    woken = []
+    log.watch_flush(lambda: woken.append(True))
+    log.append(batch([b"ab"]))
+    assert log.flushed_end == 0 and read_all(log, 100) == [(0, b"ab")] and woken == [True]
 
 
-def test_a_leader_reads_for_its_followers_past_the_high_watermark_up_to_what_is_written(make_log, batch):
-    log = make_log(file_size=20, flush_interval_messages=1000)
-    log.use_high_watermark(0)
+def test_a_leader_reads_for_its_followers_past_the_high_watermark_up_to_what_is_written(make_replica_log, batch):
+    log = make_replica_log(file_size=20, flush_interval_messages=1000)
     for payload in (b"ab", b"cd", b"ef"):
         log.append(batch([payload]))
     with log.read_written(0, 100) as region:
@@ -131,3 +136,14 @@ def test_a_leader_reads_for_its_followers_past_the_high_watermark_up_to_what_is_
     assert log.read_written(36, 100) is None
     with pytest.raises(OffsetOutOfRange):
         log.read_written(48, 100)
+
+
+def test_a_follower_behind_its_leaders_start_restarts_empty_there(make_replica_log, batch, read_all):
+    log = make_replica_log(flush_interval_messages=1)
+    log.append(batch([b"ab"]))
+    log.restart_at(500)
+    assert (log.first_offset, log.written_end, log.end_offset) == (500, 500, 500)
+    assert [s.start for s in log.segments] == [500]
+    log.append(batch([b"cd"]))
+    log.publish_to(512)
+    assert read_all(log, 100) == [(500, b"cd")]
