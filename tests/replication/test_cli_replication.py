@@ -184,6 +184,11 @@ def test_a_reassignment_that_drops_the_leader_moves_leadership_and_deletes_its_c
     cluster.wait_for(lambda: not dropped.exists(), what=f"broker {a} to delete its copy")
 
 
+# replication/ bug on main since leader sessions (44a102c), reported: the controller's
+# preferred election (controller.py _preferred_election -> election.preferred_leader) keeps the
+# old leader's leader_session in the new state, so the preferred broker takes it for a
+# previous run's election and waits, and the next reconcile elects the old leader again.
+@pytest.mark.xfail(strict=True, reason="preferred election writes the old leader's leader_session (replication/)")
 def test_preferred_leader_election_moves_leadership_back_to_a_restarted_broker(three_brokers):
     cluster = three_brokers
     create(cluster, "pl", 1, 3)
