@@ -14,13 +14,15 @@ SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
 help:
 	@echo "make run    ZooKeeper on 127.0.0.1:2181 and one broker, data under ./var/ (Ctrl-C stops)"
+	@echo "make run BROKERS=3  the same with three brokers (ports 9092, 9192, 9292; README.md)"
 	@echo "make test   the whole pytest suite (PYTEST_ARGS='...' passes options to pytest)"
 	@echo "make bench  the benchmark suite, results under bench/results/"
 	@echo "make soak   tests/reliability at length (make test runs its short form), with a summary"
 	@echo "make spark-cluster  a Spark standalone master and two workers on 127.0.0.1 (Ctrl-C stops)"
 
+# BROKERS=N: N brokers (twisted_broker/devcluster.py says which ports each gets).
 run: $(VENV)/.installed-test
-	$(VENV)/bin/python -m twisted_broker.devcluster
+	$(VENV)/bin/python -m twisted_broker.devcluster $(if $(BROKERS),--brokers $(BROKERS))
 
 test: $(VENV)/.installed-test | browser-packages
 	$(VENV)/bin/python -m pytest -q $(PYTEST_ARGS)

@@ -1,7 +1,8 @@
 """The twisted-broker command line: the parser and the table of subcommands.
 
 Each subcommand (INTERFACES.md: produce, consume, offsets, topics, groups, reset-offsets,
-dump-log, mirror, etl) is one row of ``SUBCOMMANDS``, added by the issue that writes it.
+dump-log, mirror, etl, preferred-leader-election, reassign-partitions) is one row of
+``SUBCOMMANDS``, added by the issue that writes it.
 A row's functions live in the module that does the work (twisted_broker/tools/); that module
 imports its heavy dependencies (the reactor, kazoo, pyspark) inside ``run`` so ``--help``
 stays fast.
@@ -26,7 +27,9 @@ from twisted_broker import __version__
 from twisted_broker.client.errors import ProducerError, UnexpectedResponse
 from twisted_broker.config import ConfigError
 from twisted_broker.errors import KafkaError
-from twisted_broker.tools import consume, dump_log, groups, mirror, offsets, produce, topics, zk_default
+from twisted_broker.tools import (
+    consume, dump_log, groups, mirror, offsets, produce, replication_admin, topics, zk_default,
+)
 from twisted_broker.spark import etl  # imports no pyspark, pyarrow or kazoo until it runs
 from twisted_broker.tools.errors import CommandError, UsageError
 
@@ -57,6 +60,10 @@ SUBCOMMANDS: dict[str, Subcommand] = {
     "dump-log": Subcommand(dump_log.HELP, dump_log.add_arguments, dump_log.run),
     "mirror": Subcommand(mirror.HELP, mirror.add_arguments, mirror.run),
     "etl": Subcommand(etl.HELP, etl.add_arguments, etl.main),
+    "preferred-leader-election": Subcommand(replication_admin.ELECTION_HELP, replication_admin.add_election_arguments,
+                                            replication_admin.run_election),
+    "reassign-partitions": Subcommand(replication_admin.REASSIGN_HELP, replication_admin.add_reassign_arguments,
+                                      replication_admin.run_reassign),
 }
 
 

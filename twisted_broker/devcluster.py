@@ -1,20 +1,30 @@
-"""``make run``: a local ZooKeeper and one broker on loopback, data under ./var/.
+"""``make run``: a local ZooKeeper and one broker on loopback, data under ./var/;
+``make run BROKERS=3`` (``--brokers 3``): three brokers, a cluster for replication.
 
 ZooKeeper is started from etc/zookeeper.cfg unless one already answers on its address
-(then it is left alone); the broker runs under twistd with etc/server.properties. Both
-children run in their own sessions, so Ctrl-C reaches only this process, which stops the
-broker first (it deregisters and flushes while ZooKeeper is still there), then ZooKeeper.
-Run it from the repository root: the config files' paths are relative to it.
+(then it is left alone); the brokers run under twistd with etc/server.properties. Every
+child runs in its own session, so Ctrl-C reaches only this process, which stops the brokers
+first (they deregister and flush while ZooKeeper is still there), then ZooKeeper. Run it
+from the repository root: the config files' paths are relative to it.
+
+One broker is started exactly as server.properties says. With N brokers, broker i differs
+from it only where N brokers on one machine must: ``--broker-id i``, the wire port
+``port + 100 i`` (9092, 9192, 9292), ``--log-dir var/broker-i/kafka-logs``, its debug port
+``9093 + 100 i`` and its admin console ``8080 + i`` (8180 is make spark-cluster's master
+UI). The modern protocol's listeners (9094 + 100 i in INTERFACES.md) come with that
+protocol's issue; nothing opens them yet.
 """
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import logging
 import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from twisted_broker.local_zookeeper import (
@@ -23,39 +33,84 @@ from twisted_broker.local_zookeeper import (
     ignore_stop_signals,
     is_serving,
 )
+from twisted_broker.properties import read_properties
 
 log = logging.getLogger(__name__)
 
 ZOOKEEPER_CONFIG = Path("etc/zookeeper.cfg")
 SERVER_CONFIG = Path("etc/server.properties")
 BROKER_STOP_TIMEOUT_S = 15.0
+MAX_BROKERS = 9  # broker 9's ports end at 9992/9993; its console at 8089
+PORT_STEP = 100  # between brokers' wire and debug ports (INTERFACES.md)
+CONSOLE_PORT = 8080
+DEBUG_PORT = 9093
 
 
-def broker_command() -> list[str]:
+@dataclass(frozen=True)
+class BrokerPlan:
+    """What one broker of the local cluster gets; None: what server.properties says."""
+
+    broker_id: int | None
+    port: int | None
+    log_dir: str | None
+    console_port: int
+    debug_port: int
+
+
+def plan_brokers(count: int, *, base_port: int, console_port: int = CONSOLE_PORT,
+                 debug_port: int = DEBUG_PORT) -> list[BrokerPlan]:
+    """The brokers of a ``count``-broker cluster; one is server.properties' broker itself."""
+    if count == 1:
+        return [BrokerPlan(None, None, None, console_port, debug_port)]
+    return [BrokerPlan(i, base_port + PORT_STEP * i, f"var/broker-{i}/kafka-logs", console_port + i,
+                       debug_port + PORT_STEP * i) for i in range(count)]
+
+
+def broker_command(plan: BrokerPlan | None = None) -> list[str]:
     """The twistd command line that runs one broker in the foreground."""
+    plan = plan or plan_brokers(1, base_port=0)[0]
     twistd = Path(sys.executable).with_name("twistd")  # the venv's, next to its python
+    overrides = [(option, value) for option, value in (
+        ("--broker-id", plan.broker_id), ("--port", plan.port), ("--log-dir", plan.log_dir)) if value is not None]
     # The console and debug ports are off by default in twistd (tests start many brokers);
     # the single-machine cluster has them on their INTERFACES.md ports, on loopback.
     return [str(twistd) if twistd.exists() else "twistd", "-n", "--pidfile=", "--logfile=-",
-            "broker", "--config", str(SERVER_CONFIG),
-            "--webui", "tcp:8080:interface=127.0.0.1", "--debug", "tcp:9093:interface=127.0.0.1"]
+            "broker", "--config", str(SERVER_CONFIG), *(str(part) for pair in overrides for part in pair),
+            "--webui", f"tcp:{plan.console_port}:interface=127.0.0.1",
+            "--debug", f"tcp:{plan.debug_port}:interface=127.0.0.1"]
 
 
-def stop_broker(broker: subprocess.Popen[bytes]) -> None:
-    """SIGTERM the broker, wait for it, SIGKILL it if it hangs."""
-    if broker.poll() is None:
-        broker.terminate()
+def stop_brokers(brokers: list[subprocess.Popen[bytes]]) -> None:
+    """SIGTERM every broker at once (each moves its leaderships away while the others still
+    run), wait for them, SIGKILL one that hangs."""
+    for broker in brokers:
+        if broker.poll() is None:
+            broker.terminate()
+    for broker in brokers:
         try:
             broker.wait(BROKER_STOP_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             log.warning("broker ignored SIGTERM for %g s; killing it", BROKER_STOP_TIMEOUT_S)
             broker.kill()
             broker.wait()
-    log.info("broker stopped")
+    if brokers:
+        log.info("%s stopped", "broker" if len(brokers) == 1 else f"{len(brokers)} brokers")
 
 
-def main() -> int:
-    """Run ZooKeeper and a broker until SIGINT or SIGTERM; return the exit status."""
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m twisted_broker.devcluster", description=__doc__.split("\n")[0])
+    parser.add_argument("--brokers", type=int, default=1, choices=range(1, MAX_BROKERS + 1), metavar="N",
+                        help=f"how many brokers, 1 to {MAX_BROKERS} (default 1; make run BROKERS=N)")
+    parser.add_argument("--console-port", type=int, default=CONSOLE_PORT, metavar="PORT",
+                        help="broker i's admin console listens on PORT + i (default %(default)s)")
+    parser.add_argument("--debug-port", type=int, default=DEBUG_PORT, metavar="PORT",
+                        help=f"broker i's debug port is PORT + {PORT_STEP} i (default %(default)s)")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ZooKeeper and the brokers until SIGINT or SIGTERM; return the exit status."""
+    args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     for config in (ZOOKEEPER_CONFIG, SERVER_CONFIG):
         if not config.exists():
@@ -68,7 +123,9 @@ def main() -> int:
     if is_serving(configured.host, configured.port):
         log.info("using the ZooKeeper already serving on %s", address)
         zookeeper = None  # someone else's: leave it running
-    broker: subprocess.Popen[bytes] | None = None
+    plans = plan_brokers(args.brokers, base_port=int(read_properties(SERVER_CONFIG).get("port", "9092")),
+                         console_port=args.console_port, debug_port=args.debug_port)
+    brokers: list[subprocess.Popen[bytes]] = []
     try:
         if zookeeper is not None:
             zookeeper.start()
@@ -76,13 +133,19 @@ def main() -> int:
             print(f"the broker comes with issue 2/7; ZooKeeper is running on {address}",
                   flush=True)
         else:
-            broker = subprocess.Popen(broker_command(), stdin=subprocess.DEVNULL,
-                                      start_new_session=True)
-        while ((broker is None or broker.poll() is None)
+            for plan in plans:
+                if plan.broker_id is not None:
+                    log.info("broker %d: port %d, admin console http://127.0.0.1:%d/, debug port %d, logs in %s",
+                             plan.broker_id, plan.port, plan.console_port, plan.debug_port, plan.log_dir)
+                brokers.append(subprocess.Popen(broker_command(plan), stdin=subprocess.DEVNULL,
+                                                start_new_session=True))
+        while (all(broker.poll() is None for broker in brokers)
                and (zookeeper is None or zookeeper.running)):
             time.sleep(0.5)
-        if broker is not None and broker.returncode is not None:
-            log.error("the broker exited by itself (status %d)", broker.returncode)
+        exited = [broker for broker in brokers if broker.returncode is not None]
+        if exited:
+            log.error("%s exited by itself (status %d)", "the broker" if len(brokers) == 1 else "a broker",
+                      exited[0].returncode)
         elif zookeeper is not None:
             log.error("ZooKeeper exited by itself; its log ends:\n%s", zookeeper.log_tail())
         return 1
@@ -93,8 +156,7 @@ def main() -> int:
         return 0
     finally:
         ignore_stop_signals()
-        if broker is not None:
-            stop_broker(broker)
+        stop_brokers(brokers)
         if zookeeper is not None:
             zookeeper.stop()
 
