@@ -146,7 +146,6 @@ def test_a_reassignment_to_a_missing_broker_is_refused_and_writes_nothing(three_
 # ReplicaManager._assignment_changed does not update it when a reassignment widens the
 # assignment, so the leader answers the new replica's fetches with OffsetOutOfRange
 # ("the leader has no offset 0; truncating again") until its leadership changes.
-@pytest.mark.xfail(strict=True, reason="a leader ignores followers added by a reassignment (replication/leader.py)")
 def test_a_reassignment_copies_the_partition_then_drops_the_old_replica(three_brokers):
     cluster = three_brokers
     create(cluster, "mv", 1, 2)
@@ -188,7 +187,6 @@ def test_a_reassignment_that_drops_the_leader_moves_leadership_and_deletes_its_c
 # preferred election (controller.py _preferred_election -> election.preferred_leader) keeps the
 # old leader's leader_session in the new state, so the preferred broker takes it for a
 # previous run's election and waits, and the next reconcile elects the old leader again.
-@pytest.mark.xfail(strict=True, reason="preferred election writes the old leader's leader_session (replication/)")
 def test_preferred_leader_election_moves_leadership_back_to_a_restarted_broker(three_brokers):
     cluster = three_brokers
     create(cluster, "pl", 1, 3)

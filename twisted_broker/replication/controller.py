@@ -53,6 +53,7 @@ class Controller:
         self._again = False
         self._retry = None
         self._stopped = False
+        self._reassigning = False  # a reassignment is pending: ISR changes may advance it
         # Figures for /metrics and the debug port.
         self.elections = 0
         self.offline_partitions = 0
@@ -60,8 +61,14 @@ class Controller:
     def start(self) -> None:
         self._cluster.subscribers.append(Subscriber(
             on_brokers=lambda gone, new: self.reconcile(), on_assignment=lambda topic: self.reconcile(),
-            on_resynced=self._campaign))
+            on_state=self._state_changed, on_resynced=self._campaign))
         self._zk.add_state_listener(self._on_connection)
+
+    def _state_changed(self, topic: str, partition: int) -> None:
+        # An ISR that grows may complete a reassignment's copy; otherwise states are the
+        # leaders' and this controller's own writes, nothing to reconcile.
+        if self._reassigning:
+            self.reconcile()
 
     def stop(self) -> None:
         """Stop acting (the session closes next, which frees the controller node)."""
@@ -340,6 +347,7 @@ class Controller:
     @inlineCallbacks
     def _reassign(self):
         request = yield self._read_request(paths.REASSIGN_PARTITIONS, with_replicas=True)
+        self._reassigning = request is not None
         if request is None:
             return
         moves, version = request
@@ -351,6 +359,7 @@ class Controller:
         try:
             if not remaining:
                 yield self._zk.delete(paths.REASSIGN_PARTITIONS)
+                self._reassigning = False
             elif len(remaining) != len(moves):
                 yield self._zk.set(paths.REASSIGN_PARTITIONS,
                                    paths.encode_partition_list(remaining, with_replicas=True), version)
