@@ -142,7 +142,7 @@ class ClusterCache:
 
     def topics(self) -> list[str]:
         """Every registered topic, sorted."""
-        return self._cached("topics", lambda: sorted(self.mirror.children.get(paths.BROKER_TOPICS, ())))
+        return self._cached("topics", lambda: self._names(paths.BROKER_TOPICS))
 
     def topic_brokers(self, topic: str) -> dict[int, int]:
         """``{broker id: partition count}`` registered for ``topic`` ({}: unknown)."""
@@ -188,13 +188,11 @@ class ClusterCache:
 
     def replicated_topics(self) -> list[str]:
         """Every replicated topic (under /replication/topics), sorted."""
-        return self._cached("replicated", lambda: sorted(self.mirror.children.get(replication_paths.TOPICS, ())))
+        return self._cached("replicated", lambda: self._names(replication_paths.TOPICS))
 
     def replicated_topic(self, topic: str) -> ReplicatedTopic | None:
         """The topic's assignment and partition states; None if it is not a replicated topic."""
-        if topic not in self.mirror.children.get(replication_paths.TOPICS, ()):
-            return None
-        return self._cached(("replicated", topic), lambda: self._replicated_topic(topic))
+        return self._cached_child(replication_paths.TOPICS, topic, "replicated", self._replicated_topic)
 
     def _replicated_topic(self, topic: str) -> ReplicatedTopic:
         node = self.mirror.data.get(replication_paths.topic_path(topic))
@@ -221,13 +219,11 @@ class ClusterCache:
     # -- consumer groups -------------------------------------------------------------------------
 
     def groups(self) -> list[str]:
-        return self._cached("groups", lambda: sorted(self.mirror.children.get(paths.CONSUMERS, ())))
+        return self._cached("groups", lambda: self._names(paths.CONSUMERS))
 
     def group(self, group: str) -> GroupState | None:
         """The group's consumers, owners and offsets; None if there is no such group."""
-        if group not in self.mirror.children.get(paths.CONSUMERS, ()):
-            return None
-        return self._cached(("group", group), lambda: self._group(group))
+        return self._cached_child(paths.CONSUMERS, group, "group", self._group)
 
     def _group(self, group: str) -> GroupState:
         children, data = self.mirror.children, self.mirror.data
@@ -272,6 +268,15 @@ class ClusterCache:
             len(self.mirror.children.get(paths.consumer_ids_path(group), ())) for group in self.groups()))
 
     # -- memo ------------------------------------------------------------------------------
+
+    def _names(self, path: str) -> list[str]:
+        return sorted(self.mirror.children.get(path, ()))
+
+    def _cached_child(self, parent: str, name: str, kind: str, compute: Callable):
+        """``compute(name)``, cached, for a child ``name`` of ``parent``; None if there is none."""
+        if name not in self.mirror.children.get(parent, ()):
+            return None
+        return self._cached((kind, name), lambda: compute(name))
 
     def _cached(self, key, compute: Callable):
         if self._memo_version != self.mirror.version:
