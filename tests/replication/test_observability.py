@@ -115,6 +115,10 @@ def test_a_killed_follower_shows_as_an_isr_shrink_and_comes_back_as_an_expand(ob
         assert follower_id in row["out_of_sync"] and not row["offline"]
     html = http(console.port, "GET", f"/topics/{TOPIC}").text
     assert 'data-mark="under-replicated"' in html
+    # The leader's own console lists its replicas, with the dead follower out of the ISR.
+    own = api(leader.webui_port, f"/api/brokers/{leader_id}")["replication"]
+    led = next(r for r in own["replicas"] if (r["topic"], r["partition"]) == (TOPIC, 0))
+    assert led["role"] == "leader" and follower_id not in led["isr"] and own["under_replicated_partitions"] >= 1
 
     # The overview names the controller, which says so itself on its debug port.
     overview = cluster.wait_for(lambda: (o := api(console.port, "/api/overview"))["controller"]
