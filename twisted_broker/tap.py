@@ -150,6 +150,12 @@ def makeService(options: Options):  # BrokerService, in a MultiService with --we
         replication = _replication(config, zk, cluster, logs, stats, reactor, registration.info.creator_id)
     broker = Broker(logs, stats, max_message_size=config.max_message_size,
                     replication=replication and replication.requests)
+    replication_figures = None  # what the debug port and console show of replication
+    if replication is not None:
+        from twisted_broker.server.stats import replication_snapshot
+
+        def replication_figures() -> dict:
+            return replication_snapshot(replication.manager, replication.controller, replication.fetchers)
     factory = KafkaServerFactory(broker, max_request_size=config.max_socket_request_bytes,
                                  send_buffer_bytes=config.socket_send_buffer,
                                  receive_buffer_bytes=config.socket_receive_buffer, clock=reactor,
@@ -162,7 +168,8 @@ def makeService(options: Options):  # BrokerService, in a MultiService with --we
         from twisted_broker.protocols.debug import DebugFactory
         from twisted_broker.server.debug_commands import DebugCommands
 
-        commands = DebugCommands(logs, stats, clock=reactor, broker_id=config.brokerid, zk=zk)
+        commands = DebugCommands(logs, stats, clock=reactor, broker_id=config.brokerid, zk=zk,
+                                 replication=replication_figures)
         listeners.append(Listener(
             "debug port", serverFromString(reactor, options["debug"]),
             DebugFactory(commands, clock=reactor, idle_timeout_s=options["debug-idle-timeout"]),
@@ -194,8 +201,8 @@ def makeService(options: Options):  # BrokerService, in a MultiService with --we
 
     embedded_console(
         serverFromString(reactor, options["webui"]), reactor=reactor, broker_id=config.brokerid,
-        snapshot=lambda: broker_snapshot(stats, logs), zk=zk, zk_connect=config.zk_connect,
-        host=config.hostname or "127.0.0.1", port=lambda: service.port, topics=logs.topics,
+        snapshot=lambda: broker_snapshot(stats, logs), replication=replication_figures, zk=zk,
+        zk_connect=config.zk_connect, host=config.hostname or "127.0.0.1", port=lambda: service.port, topics=logs.topics,
         partitions_for=config.partitions_for, allow_admin_actions=bool(options["allow-admin-actions"]),
         port_file=_abspath(options["webui-port-file"]),
     ).setServiceParent(top)

@@ -5,8 +5,11 @@ autoescaping Jinja2 template, one through ``json.dumps``. Routes only parse the 
 the model (which may await brokers) and render; the page data is built in views.py.
 
 =============================================  ==============================================
-``/``, ``/api/overview``                       brokers, a page of topics, groups, totals
-``/topics/<t>``, ``/api/topics/<t>``           the topic's broker-partitions: offsets, size, rate
+``/``, ``/api/overview``                       brokers, a page of topics, groups, totals, the
+                                               controller, under-replicated and offline counts
+``/topics/<t>``, ``/api/topics/<t>``           the topic's broker-partitions: offsets, size, rate;
+                                               of a replicated topic, partitions 0..N-1: leader,
+                                               replicas, ISR, under-replicated/offline marks
 ``/topics/<t>/<b>-<p>/messages`` (+ api)       a page of messages (``offset``, ``before``, or
                                                the newest), ``format`` auto/text/hex, ``count``
 ``/groups``, ``/api/groups``                   a page of groups with health and last lag
@@ -115,7 +118,9 @@ class AdminSite:
     @app.route("/topics/<topic>", methods=["GET"])
     async def topic(self, request, topic: str):
         with self._timed("topic"):
-            return self._html(request, "topic.html", f"Topic {topic}", await self._topic(topic))
+            data = await self._topic(topic)
+            template = "replicated_topic.html" if data["replicated"] else "topic.html"
+            return self._html(request, template, f"Topic {topic}", data)
 
     @app.route("/api/topics/<topic>", methods=["GET"])
     async def api_topic(self, request, topic: str):
@@ -123,6 +128,11 @@ class AdminSite:
             return self._json(request, await self._topic(topic))
 
     async def _topic(self, topic: str) -> dict[str, Any]:
+        replicated = self._model.cluster.replicated_topic(topic)
+        if replicated is not None:
+            return views.replicated_topic_page(replicated, brokers=self._model.cluster.brokers(),
+                                               figures=await self._model.replicated_figures(replicated),
+                                               groups=self._model.groups_of_topic(topic))
         counts = self._model.cluster.topic_brokers(topic)
         if not counts:
             raise HttpError(404, f"no broker has registered topic {topic}")
@@ -251,7 +261,8 @@ class AdminSite:
         if entry is None and not topics and snapshot is None:
             raise HttpError(404, f"broker {broker_id} is not registered")
         data = views.broker_page(broker_id, entry, topics=topics, snapshot=snapshot,
-                                 log_page=_int_arg(request, "page", 1))
+                                 log_page=_int_arg(request, "page", 1),
+                                 replication=self._model.broker_replication(broker_id))
         data["embedded_in"] = self._model.local_broker.broker_id if self._model.local_broker else None
         return data
 

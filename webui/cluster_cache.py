@@ -1,8 +1,9 @@
 """What the console knows about a cluster's registry: brokers, topics, consumer groups.
 
 ``ClusterCache`` reads a ZkMirror of spec 5.2's paths (``/brokers/ids``, ``/brokers/topics``,
-``/consumers``), kept current by watches, and turns node names and values into plain values
-with registry/paths.py. Derived values are cached until the mirror changes, so a page view
+``/consumers``) and replication's (``/replication/controller``, ``/replication/topics/<t>`` and
+each partition's ``state``, docs/replication.md §2), kept current by watches, and turns node
+names and values into plain values with registry/paths.py and replication/paths.py. Derived values are cached until the mirror changes, so a page view
 costs dictionary lookups, never a ZooKeeper read. A value that does not parse (a tool wrote
 garbage) is shown as such, not dropped, so the console can point at it.
 
@@ -19,7 +20,9 @@ from dataclasses import dataclass, field
 from twisted.internet.defer import Deferred, succeed
 
 from twisted_broker.registry import paths
-from webui.zk_mirror import ANY, LEAF, ZkMirror
+from twisted_broker.replication import paths as replication_paths
+from twisted_broker.replication.paths import ControllerInfo, PartitionState, TopicAssignment
+from webui.zk_mirror import ANY, LEAF, SELF, ZkMirror
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +32,8 @@ TEMPLATE = {
     paths.CONSUMERS: {ANY: {"ids": {ANY: LEAF},
                             "owners": {ANY: {ANY: LEAF}},
                             "offsets": {ANY: {ANY: LEAF}}}},
+    replication_paths.ROOT: {"controller": LEAF,
+                             "topics": {ANY: {SELF: LEAF, "partitions": {ANY: {"state": LEAF}}}}},
 }
 
 
@@ -61,6 +66,21 @@ class GroupState:
     def topics(self) -> list[str]:
         """Topics the group has offsets or owners for, sorted."""
         return sorted(set(self.offsets) | set(self.owners))
+
+
+@dataclass(frozen=True)
+class ReplicatedTopic:
+    """A replicated topic as ZooKeeper holds it: the assignment (None with ``error`` when it
+    does not parse) and each partition's state (None: not written yet, or unreadable)."""
+
+    topic: str
+    assignment: TopicAssignment | None
+    states: dict[int, PartitionState | None] = field(default_factory=dict)
+    error: str | None = None
+
+    @property
+    def replication_factor(self) -> int:
+        return max((len(r) for r in self.assignment.replicas.values()), default=0) if self.assignment else 0
 
 
 class ClusterCache:
@@ -122,7 +142,7 @@ class ClusterCache:
 
     def topics(self) -> list[str]:
         """Every registered topic, sorted."""
-        return self._cached("topics", lambda: sorted(self.mirror.children.get(paths.BROKER_TOPICS, ())))
+        return self._cached("topics", lambda: self._names(paths.BROKER_TOPICS))
 
     def topic_brokers(self, topic: str) -> dict[int, int]:
         """``{broker id: partition count}`` registered for ``topic`` ({}: unknown)."""
@@ -152,16 +172,58 @@ class ClusterCache:
             topic: counts[broker_id] for topic in self.topics()
             if broker_id in (counts := self.topic_brokers(topic))})
 
+    # -- replication ---------------------------------------------------------------------------
+
+    def controller(self) -> ControllerInfo | None:
+        """Who is the controller now (None: none elected, or the value does not parse)."""
+        return self._cached("controller", self._controller)
+
+    def _controller(self) -> ControllerInfo | None:
+        node = self.mirror.data.get(replication_paths.CONTROLLER)
+        try:
+            return None if node is None else ControllerInfo.decode(node.value)
+        except ValueError as exc:
+            log.debug("controller: %s", exc)
+            return None
+
+    def replicated_topics(self) -> list[str]:
+        """Every replicated topic (under /replication/topics), sorted."""
+        return self._cached("replicated", lambda: self._names(replication_paths.TOPICS))
+
+    def replicated_topic(self, topic: str) -> ReplicatedTopic | None:
+        """The topic's assignment and partition states; None if it is not a replicated topic."""
+        return self._cached_child(replication_paths.TOPICS, topic, "replicated", self._replicated_topic)
+
+    def _replicated_topic(self, topic: str) -> ReplicatedTopic:
+        node = self.mirror.data.get(replication_paths.topic_path(topic))
+        try:
+            if node is None:
+                raise ValueError("its assignment is not read yet")
+            assignment = TopicAssignment.decode(node.value)
+        except ValueError as exc:
+            return ReplicatedTopic(topic, None, error=str(exc))
+        states: dict[int, PartitionState | None] = {}
+        for partition in assignment.replicas:
+            state = self.mirror.data.get(replication_paths.state_path(topic, partition))
+            try:
+                states[partition] = None if state is None else PartitionState.decode(state.value)
+            except ValueError as exc:
+                log.debug("%s-%d: %s", topic, partition, exc)
+                states[partition] = None
+        return ReplicatedTopic(topic, assignment, states)
+
+    def all_topics(self) -> list[str]:
+        """0.7 topics and replicated topics, sorted."""
+        return self._cached("all_topics", lambda: sorted({*self.topics(), *self.replicated_topics()}))
+
     # -- consumer groups -------------------------------------------------------------------------
 
     def groups(self) -> list[str]:
-        return self._cached("groups", lambda: sorted(self.mirror.children.get(paths.CONSUMERS, ())))
+        return self._cached("groups", lambda: self._names(paths.CONSUMERS))
 
     def group(self, group: str) -> GroupState | None:
         """The group's consumers, owners and offsets; None if there is no such group."""
-        if group not in self.mirror.children.get(paths.CONSUMERS, ()):
-            return None
-        return self._cached(("group", group), lambda: self._group(group))
+        return self._cached_child(paths.CONSUMERS, group, "group", self._group)
 
     def _group(self, group: str) -> GroupState:
         children, data = self.mirror.children, self.mirror.data
@@ -206,6 +268,15 @@ class ClusterCache:
             len(self.mirror.children.get(paths.consumer_ids_path(group), ())) for group in self.groups()))
 
     # -- memo ------------------------------------------------------------------------------
+
+    def _names(self, path: str) -> list[str]:
+        return sorted(self.mirror.children.get(path, ()))
+
+    def _cached_child(self, parent: str, name: str, kind: str, compute: Callable):
+        """``compute(name)``, cached, for a child ``name`` of ``parent``; None if there is none."""
+        if name not in self.mirror.children.get(parent, ()):
+            return None
+        return self._cached((kind, name), lambda: compute(name))
 
     def _cached(self, key, compute: Callable):
         if self._memo_version != self.mirror.version:
@@ -263,6 +334,18 @@ class LocalCluster:
         if broker_id != self._broker_id:
             return {}
         return {topic: self._partitions_for(topic) for topic in self.topics()}
+
+    def controller(self) -> ControllerInfo | None:
+        return None  # no ZooKeeper, no replication
+
+    def replicated_topics(self) -> list[str]:
+        return []
+
+    def replicated_topic(self, topic: str) -> ReplicatedTopic | None:
+        return None
+
+    def all_topics(self) -> list[str]:
+        return self.topics()
 
     def groups(self) -> list[str]:
         return []

@@ -3,9 +3,18 @@
 A registry of our own, not prometheus_client's global one, so two consoles in one process
 (tests) never share series. One custom collector reads, at scrape time, what the console
 already holds: the registry cache (counts), the last lag sample of each group, the
-rebalance check, the cache's ZooKeeper counters, and the embedded broker's
-``broker_snapshot`` (the 0.7 beans: SocketServerStats, BrokerTopicStat, LogFlushStats, per-log
-figures). A scrape asks no broker and no ZooKeeper anything. Page timings are a Histogram.
+rebalance check, the cache's ZooKeeper counters, replication as ZooKeeper holds it (the
+``twisted_broker_cluster_*`` controller, under-replicated and offline partitions: the same on
+every console), and the embedded broker's ``broker_snapshot`` (the 0.7 beans:
+SocketServerStats, BrokerTopicStat, LogFlushStats, per-log figures) and
+``replication_snapshot`` (this broker's leaderships, ISR changes, controller, lags). A scrape
+asks no broker and no ZooKeeper anything. Page timings are a Histogram.
+
+Lag follows Kafka's two views: ``twisted_broker_follower_lag_bytes`` is measured by a follower
+(bytes behind what its leader last reported as its log end, Kafka's replica fetcher lag),
+``twisted_broker_replica_lag_bytes`` by a leader for each of its followers (bytes between the
+follower's last fetch position and the leader's log end; absent before its first fetch), so
+a follower that is dead still shows, on its leader, how far behind it is.
 """
 
 from __future__ import annotations
@@ -15,7 +24,7 @@ from collections.abc import Iterator
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from webui.views import rebalance_health
+from webui.views import rebalance_health, replication_summary
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 PREFIX = "twisted_broker"
@@ -44,13 +53,25 @@ class _Collector:
         local = self._model.local_broker
         if local is not None:
             yield from _broker(local.broker_id, self._model.broker_snapshot(local.broker_id))
+            replication = self._model.broker_replication(local.broker_id)
+            if replication is not None:
+                yield from _broker_replication(local.broker_id, replication)
 
     def _console(self) -> Iterator[Metric]:
         model, cluster = self._model, self._model.cluster
+        replication = replication_summary(cluster)
+        controller = replication["controller"]
         for name, help_text, value in [
                 ("brokers", "Brokers registered in ZooKeeper", len(cluster.brokers())),
-                ("topics", "Topics registered", len(cluster.topics())),
-                ("partitions", "Partitions of all topics on all brokers", cluster.partition_count()),
+                ("topics", "Topics registered (0.7 and replicated)", len(cluster.all_topics())),
+                ("partitions", "Partitions of all 0.7 topics on all brokers, and of all replicated topics",
+                 cluster.partition_count() + replication["partitions"]),
+                ("replicated_topics", "Replicated topics", len(replication["topics"])),
+                ("under_replicated_partitions", "Partitions with a leader and fewer in-sync replicas than "
+                 "replicas (ZooKeeper's states)", replication["under_replicated_partitions"]),
+                ("offline_partitions", "Partitions without a leader (ZooKeeper's states)",
+                 replication["offline_partitions"]),
+                ("controller", "Broker id of the controller (-1: none)", -1 if controller is None else controller["id"]),
                 ("groups", "Consumer groups", len(cluster.groups())),
                 ("consumers", "Consumers registered in all groups", cluster.consumer_count()),
                 ("registry_synced", "1 once the console has read the whole registry", int(cluster.synced))]:
@@ -142,3 +163,51 @@ def _broker(broker_id: int, snapshot: dict) -> Iterator[Metric]:
         end.add_metric(key, figures["current_offset"])
         appended.add_metric(key, figures["messages_appended"])
     yield from (size, segments, end, appended)
+
+
+def _broker_replication(broker_id: int, figures: dict) -> Iterator[Metric]:
+    """This broker's replication (server.stats.replication_snapshot), Kafka's broker metrics."""
+    broker = str(broker_id)
+    controller = figures["controller"]
+    for name, help_text, value in [
+            ("under_replicated_partitions", "Partitions led here whose ISR is smaller than their replica list",
+             figures["under_replicated_partitions"]),
+            ("offline_partitions", "Partitions without a leader, as the controller counts them (0 on other brokers)",
+             controller["offline_partitions"]),
+            ("leader_count", "Partitions led by this broker", figures["leader_count"]),
+            ("replicas", "Replicas held by this broker", len(figures["replicas"])),
+            ("controller", "1 if this broker is the controller", int(controller["active"]))]:
+        family = GaugeMetricFamily(f"{PREFIX}_{name}", help_text, labels=["broker"])
+        family.add_metric([broker], value)
+        yield family
+    if controller["epoch"] is not None:
+        family = GaugeMetricFamily(f"{PREFIX}_controller_epoch", "The controller epoch (on the controller only)",
+                                   labels=["broker"])
+        family.add_metric([broker], controller["epoch"])
+        yield family
+    for name, help_text, value in [
+            ("isr_shrinks", "Followers this broker dropped from the ISR of a partition it leads", figures["isr_shrinks"]),
+            ("isr_expands", "Followers this broker added back to the ISR of a partition it leads",
+             figures["isr_expands"]),
+            ("not_enough_replicas", "acks=all writes refused: ISR below min.insync.replicas",
+             figures["not_enough_replicas"]),
+            ("controller_elections", "Leader changes this broker made as controller", controller["elections"])]:
+        family = CounterMetricFamily(f"{PREFIX}_{name}", help_text, labels=["broker"])
+        family.add_metric([broker], value)
+        yield family
+    follower = GaugeMetricFamily(f"{PREFIX}_follower_lag_bytes", "On a follower: bytes behind its leader's log end "
+                                 "(as the leader last said)", labels=["broker", "topic", "partition", "leader"])
+    replica = GaugeMetricFamily(f"{PREFIX}_replica_lag_bytes", "On a leader: bytes each follower is behind its "
+                                "log end", labels=["broker", "topic", "partition", "follower"])
+    isr = GaugeMetricFamily(f"{PREFIX}_partition_in_sync_replicas", "On a leader: size of the partition's ISR",
+                            labels=["broker", "topic", "partition"])
+    for row in figures["replicas"]:
+        key = [broker, row["topic"], str(row["partition"])]
+        if row["lag_bytes"] is not None:
+            follower.add_metric([*key, str(row["leader"])], row["lag_bytes"])
+        if row["role"] == "leader":
+            isr.add_metric(key, len(row["isr"]))
+            for follower_id, lag in row["follower_lag_bytes"].items():
+                if lag is not None:
+                    replica.add_metric([*key, str(follower_id)], lag)
+    yield from (follower, replica, isr)

@@ -32,7 +32,7 @@ from typing import Any
 from twisted_broker.registry import paths
 from twisted_broker.registry.zookeeper import NodeExistsError, NoNodeError
 from webui.broker_offsets import EARLIEST_TIME, LATEST_TIME, BrokerClients, BrokerUnavailable, OffsetBook, gather
-from webui.cluster_cache import GroupState
+from webui.cluster_cache import GroupState, ReplicatedTopic
 from webui.lag_history import LagHistory
 from webui.message_browser import BrowseResult, read_backward, read_forward
 
@@ -45,6 +45,8 @@ class LocalBroker:
 
     broker_id: int
     snapshot: Callable[[], dict[str, Any]]  # server.stats.broker_snapshot(stats, logs)
+    # server.stats.replication_snapshot of its replication; None without ZooKeeper
+    replication: Callable[[], dict[str, Any]] | None = None
 
 
 class ActionRefused(Exception):
@@ -74,6 +76,13 @@ class ConsoleModel:
             return None
         return self.local_broker.snapshot()
 
+    def broker_replication(self, broker_id: int) -> dict[str, Any] | None:
+        """The broker's own replication figures if this console runs inside it, else None."""
+        local = self.local_broker
+        if local is None or local.broker_id != broker_id or local.replication is None:
+            return None
+        return local.replication()
+
     # -- topics ----------------------------------------------------------------------------
 
     async def topic_figures(self, topic: str) -> dict[tuple[int, int], dict[str, Any]]:
@@ -100,6 +109,22 @@ class ConsoleModel:
                               messages_per_second=local[partition]["messages_per_second"],
                               source="broker")
             figures[(broker_id, partition)] = figure
+        return figures
+
+    async def replicated_figures(self, entry: ReplicatedTopic) -> dict[int, dict[str, Any]]:
+        """Per partition of a replicated topic: earliest, latest (up to the high watermark),
+        byte rate, as its leader answers 0.7's Offsets request; nothing for one without a
+        registered leader."""
+        brokers = self.cluster.brokers()
+        leaders = {partition: state.leader for partition, state in entry.states.items()
+                   if state is not None and state.online and state.leader in brokers}
+        answers = await gather([self._offset_pair(entry.topic, leader, partition)
+                                for partition, leader in leaders.items()])
+        figures = {}
+        for (partition, leader), (earliest, latest) in zip(leaders.items(), answers):
+            figures[partition] = {"earliest": earliest, "latest": latest,
+                                  "bytes_per_second": self.offsets.byte_rate(entry.topic, leader, partition),
+                                  "error": self.clients.errors.get(leader) if latest is None else None}
         return figures
 
     async def _offset_pair(self, topic: str, broker_id: int, partition: int) -> tuple[int | None, int | None]:

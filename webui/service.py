@@ -146,13 +146,14 @@ def _is_loopback_address(host: str) -> bool:
 
 def embedded_console(endpoint, *, reactor, broker_id: int, snapshot, zk: ZooKeeper | None, zk_connect: str | None,
                      host: str, port, topics, partitions_for, allow_admin_actions: bool = False,
-                     port_file: str | None = None) -> ConsoleService:
+                     port_file: str | None = None, replication=None) -> ConsoleService:
     """The console of a broker (``--webui``): the broker's ZooKeeper session when it has one,
     else the broker alone (``host``, ``port()``, ``topics()``, ``partitions_for``), and its
-    statistics (``snapshot()``: server.stats.broker_snapshot) either way."""
+    statistics (``snapshot()``: server.stats.broker_snapshot) either way; with ZooKeeper, its
+    replication figures (``replication()``: server.stats.replication_snapshot)."""
     cluster = None if zk is not None else LocalCluster(
         broker_id=broker_id, host=host, port=port, topics=topics, partitions_for=partitions_for,
         started_ms=int(reactor.seconds() * 1000))
     return ConsoleService(endpoint, reactor=reactor, zk=zk, zk_connect=zk_connect, cluster=cluster,
-                          local_broker=LocalBroker(broker_id, snapshot), allow_admin_actions=allow_admin_actions,
-                          port_file=port_file)
+                          local_broker=LocalBroker(broker_id, snapshot, replication),
+                          allow_admin_actions=allow_admin_actions, port_file=port_file)

@@ -19,7 +19,8 @@ from typing import Any
 
 from twisted_broker.client.topic_filter import topic_filter_for
 from twisted_broker.registry import paths, rebalance
-from webui.cluster_cache import BrokerEntry, ConsumerEntry, GroupState
+from twisted_broker.replication.paths import PartitionState
+from webui.cluster_cache import BrokerEntry, ConsumerEntry, GroupState, ReplicatedTopic
 from webui.lag_history import LagSample
 from webui.message_browser import BrowsedMessage, BrowseResult
 
@@ -87,15 +88,20 @@ def overview_page(cluster, history, *, topic_page: int = 1, topic_query: str = "
                   group_limit: int = 20) -> dict[str, Any]:
     """The cluster at a glance: brokers, a page of topics, the first groups, totals."""
     brokers = cluster.brokers()
-    topics = _matching(cluster.topics(), topic_query)
+    replication = replication_summary(cluster)
+    topics = _matching(cluster.all_topics(), topic_query)
     topic_rows = paginate(topics, topic_page)
-    topic_rows["items"] = [_topic_row(cluster, topic) for topic in topic_rows["items"]]
+    topic_rows["items"] = [replication["topics"].get(topic) or _topic_row(cluster, topic)
+                           for topic in topic_rows["items"]]
     groups = cluster.groups()
     return {
         "zk_connect": cluster.zk_connect, "synced": cluster.synced, "has_registry": cluster.has_registry,
-        "totals": {"brokers": len(brokers), "topics": len(cluster.topics()),
-                   "partitions": cluster.partition_count(), "groups": len(groups),
-                   "consumers": cluster.consumer_count()},
+        "totals": {"brokers": len(brokers), "topics": len(cluster.all_topics()),
+                   "partitions": cluster.partition_count() + replication["partitions"], "groups": len(groups),
+                   "consumers": cluster.consumer_count(), "replicated_topics": len(replication["topics"]),
+                   "under_replicated_partitions": replication["under_replicated_partitions"],
+                   "offline_partitions": replication["offline_partitions"]},
+        "controller": replication["controller"],
         "brokers": [broker_row(entry, len(cluster.broker_topics(broker_id)))
                     for broker_id, entry in brokers.items()],
         "topics": topic_rows, "topic_query": topic_query,
@@ -106,7 +112,79 @@ def overview_page(cluster, history, *, topic_page: int = 1, topic_query: str = "
 
 def _topic_row(cluster, topic: str) -> dict[str, Any]:
     counts = cluster.topic_brokers(topic)
-    return {"name": topic, "brokers": sorted(counts), "partitions": sum(counts.values())}
+    return {"name": topic, "brokers": sorted(counts), "partitions": sum(counts.values()),
+            "replication_factor": None, "under_replicated": 0, "offline": 0}
+
+
+# -- replication ----------------------------------------------------------------------------
+
+
+def replicated_partition_row(partition: int, replicas: Sequence[int], state: PartitionState | None,
+                             brokers: Mapping[int, BrokerEntry]) -> dict[str, Any]:
+    """One partition of a replicated topic as ZooKeeper says it is.
+
+    ``offline``: no leader (the state says -1, or no state is written yet), as the controller
+    counts it. ``under_replicated``: it has a leader and its ISR is smaller than its replica
+    list (Kafka's definition, counted here for the whole cluster). ``leader_registered`` is
+    False for a leader whose broker has left ``/brokers/ids`` and that the controller has not
+    replaced yet (a moment after a crash)."""
+    leader = state.leader if state is not None and state.online else None
+    isr = list(state.isr) if state is not None else []
+    return {"partition": partition, "replicas": list(replicas), "preferred_leader": replicas[0] if replicas else None,
+            "leader": leader, "leader_epoch": state.leader_epoch if state is not None else None, "isr": isr,
+            "out_of_sync": [b for b in replicas if b not in isr], "down": [b for b in replicas if b not in brokers],
+            "has_state": state is not None, "offline": leader is None,
+            "leader_registered": leader is not None and leader in brokers,
+            "under_replicated": leader is not None and len(isr) < len(replicas)}
+
+
+def replicated_partition_rows(entry: ReplicatedTopic, brokers: Mapping[int, BrokerEntry]) -> list[dict[str, Any]]:
+    if entry.assignment is None:
+        return []
+    return [replicated_partition_row(p, replicas, entry.states.get(p), brokers)
+            for p, replicas in sorted(entry.assignment.replicas.items())]
+
+
+def replication_summary(cluster) -> dict[str, Any]:
+    """The cluster's replication at a glance: the controller, each replicated topic's row
+    (factor, partitions, under-replicated and offline counts), and the totals."""
+    brokers = cluster.brokers()
+    topics = {}
+    for topic in cluster.replicated_topics():
+        entry = cluster.replicated_topic(topic)
+        if entry is None:
+            continue
+        rows = replicated_partition_rows(entry, brokers)
+        topics[topic] = {"name": topic, "brokers": sorted({b for row in rows for b in row["replicas"]}),
+                         "partitions": len(rows), "replication_factor": entry.replication_factor,
+                         "under_replicated": sum(row["under_replicated"] for row in rows),
+                         "offline": sum(row["offline"] for row in rows), "error": entry.error}
+    controller = cluster.controller()
+    return {"controller": None if controller is None else {
+                "id": controller.broker_id, "epoch": controller.epoch, "registered": controller.broker_id in brokers},
+            "topics": topics, "partitions": sum(row["partitions"] for row in topics.values()),
+            "under_replicated_partitions": sum(row["under_replicated"] for row in topics.values()),
+            "offline_partitions": sum(row["offline"] for row in topics.values())}
+
+
+def replicated_topic_page(entry: ReplicatedTopic, *, brokers: Mapping[int, BrokerEntry],
+                          figures: Mapping[int, Mapping[str, Any]], groups: Sequence[str]) -> dict[str, Any]:
+    """A replicated topic's partitions 0..N-1: replicas, leader, ISR, marks, and the offsets
+    the leader answers (``figures`` per partition: earliest, latest, bytes_per_second, error)."""
+    partitions = []
+    for row in replicated_partition_rows(entry, brokers):
+        figure = figures.get(row["partition"], {})
+        earliest, latest = figure.get("earliest"), figure.get("latest")
+        partitions.append({**row, "earliest": earliest, "latest": latest,
+                           "size": latest - earliest if earliest is not None and latest is not None else None,
+                           "bytes_per_second": figure.get("bytes_per_second"), "error": figure.get("error")})
+    return {"topic": entry.topic, "replicated": True, "replication_factor": entry.replication_factor,
+            "error": entry.error, "partitions": partitions, "groups": list(groups),
+            "totals": {"partitions": len(partitions),
+                       "under_replicated": sum(p["under_replicated"] for p in partitions),
+                       "offline": sum(p["offline"] for p in partitions),
+                       "size": sum(p["size"] for p in partitions) if partitions and all(
+                           p["size"] is not None for p in partitions) else None}}
 
 
 # -- consumer groups ------------------------------------------------------------------------
@@ -310,7 +388,7 @@ def topic_page(topic: str, *, counts: Mapping[int, int], brokers: Mapping[int, B
                                "source": figure.get("source", "wire"), "error": figure.get("error")})
     sizes = [p["size"] for p in partitions]
     message_rates = [p["messages_per_second"] for p in partitions]
-    return {"topic": topic, "partitions": partitions, "groups": list(groups),
+    return {"topic": topic, "replicated": False, "partitions": partitions, "groups": list(groups),
             "totals": {"partitions": len(partitions),
                        "size": sum(sizes) if sizes and None not in sizes else None,
                        "bytes_per_second": sum(rates) if (rates := [p["bytes_per_second"] for p in partitions
@@ -379,9 +457,11 @@ def messages_page(topic: str, broker_id: int, partition: int, result: BrowseResu
 
 
 def broker_page(broker_id: int, entry: BrokerEntry | None, *, topics: Mapping[str, int],
-                snapshot: Mapping[str, Any] | None, log_page: int = 1) -> dict[str, Any]:
+                snapshot: Mapping[str, Any] | None, log_page: int = 1,
+                replication: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """A broker's registration and topics, and its 0.7 statistics when the console has them
-    (it is embedded in that broker); a standalone console cannot read them over the wire."""
+    (it is embedded in that broker); a standalone console cannot read them over the wire.
+    ``replication`` (embedded, with ZooKeeper): server.stats.replication_snapshot, shown as is."""
     logs = paginate(list(snapshot["logs"]) if snapshot else [], log_page)
     return {
         "id": broker_id, "registered": entry is not None,
@@ -392,4 +472,5 @@ def broker_page(broker_id: int, entry: BrokerEntry | None, *, topics: Mapping[st
             "socket_server": snapshot["socket_server"], "all_topics": snapshot["all_topics"],
             "topics": snapshot["topics"], "log_flush": snapshot["log_flush"]},
         "logs": logs,
+        "replication": replication,
     }

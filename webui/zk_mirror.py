@@ -5,6 +5,9 @@ How this works
 A template names what to copy: for each root path, a tree of child names (``"*"`` for any
 child) ending in ``LEAF``. A node with a template below it is listed with a child watch; a
 ``LEAF`` node is read with a data watch (its value and its creation and modification times).
+A node that holds a value and children both (replication's ``/replication/topics/<t>``: the
+assignment, with the partitions' states below) names itself ``"."`` (``SELF``) in its
+template: it is listed and read, with both watches. ZooKeeper allows no node named ``.``.
 Children that the template does not name are ignored, so ``/consumers/<g>/ids`` is copied
 without whatever else a tool may have written under the group.
 
@@ -41,6 +44,7 @@ log = logging.getLogger(__name__)
 LEAF = None  # a template entry whose node's data is copied
 Template = Mapping[str, "Template | None"]
 ANY = "*"
+SELF = "."  # in a node's template: copy the node's own value too
 # kazoo's EventType.NONE is the string "NONE": the event of a dropped connection. Compared by
 # value so that kazoo stays inside registry/ (STYLE: only the bridge imports kazoo).
 _CONNECTION_EVENT = "NONE"
@@ -201,6 +205,8 @@ class ZkMirror:
             if child_template is LEAF:
                 self._read_data(child)
             else:
+                if SELF in child_template:
+                    self._read_data(child)
                 self._read_children(child, deep=deep)
 
     def _children_failed(self, failure, path: str) -> None:

@@ -294,9 +294,11 @@ def test_overview_lists_brokers_topics_groups_and_totals(cluster):
         assert abs(entry["registered_ms"] / 1000 - time.time()) < 600
     assert {t["name"] for t in overview["topics"]["items"]} == {"orders", "mixed", HOSTILE_TOPIC}
     orders = next(t for t in overview["topics"]["items"] if t["name"] == "orders")
-    assert orders == {"name": "orders", "brokers": [0, 1], "partitions": 3}
+    assert orders == {"name": "orders", "brokers": [0, 1], "partitions": 3, "replication_factor": None,
+                      "under_replicated": 0, "offline": 0}  # a 0.7 topic: no replication
     assert {g["name"] for g in overview["groups"]} == {"live", "stopped", "filters", HOSTILE_GROUP}
-    assert overview["totals"] == {"brokers": 2, "topics": 3, "partitions": 3 + 2 + 1, "groups": 4, "consumers": 3}
+    assert overview["totals"] == {"brokers": 2, "topics": 3, "partitions": 3 + 2 + 1, "groups": 4, "consumers": 3,
+                                  "replicated_topics": 0, "under_replicated_partitions": 0, "offline_partitions": 0}
     assert [t["name"] for t in cluster.readonly.api("/api/overview?q=ORD")["topics"]["items"]] == ["orders"]
 
 

@@ -8,7 +8,7 @@ never ends a session.
 This module holds the command table and the dispatch; the commands are grouped by what they
 inspect: logs and statistics (server/debug_logs.py), messages (server/debug_messages.py),
 ZooKeeper (server/debug_zookeeper.py), ZooKeeper's four-letter words about this broker
-(server/debug_words.py), on the shared parsing and formatting of
+(server/debug_words.py), its replicas (server/debug_replicas.py), on the shared parsing and formatting of
 server/debug_text.py, which also says what an answer looks like. The public names of those
 modules that callers used from here stay importable from here.
 """
@@ -27,6 +27,7 @@ from twisted_broker.server.debug_messages import (
     MAX_TAIL_MESSAGES, TAIL_SCAN_BYTES, TAIL_WINDOW_BYTES, MessageCommands, MessageRow, format_message_rows,
     message_rows,
 )
+from twisted_broker.server.debug_replicas import ReplicaCommands
 from twisted_broker.server.debug_text import (
     PAYLOAD_PREVIEW_BYTES, CommandError, escape_bytes, format_pairs, format_table, parse_line, quoted_input,
 )
@@ -78,9 +79,12 @@ COMMANDS = {
                         f"at most {MAX_DUMP_BYTES}), wrappers expanded", 3, 4),
     "zk": CommandSpec(ZK_USAGE, "a ZooKeeper node's children, or its data and stat", 2, 2),
     "flush": CommandSpec("flush [TOPIC]", "fsync every log (of TOPIC) and make its data visible", 0, 1),
+    "replicas": CommandSpec("replicas [TOPIC]", "each replica held here: role, leader, epoch, ISR, high "
+                                                "watermark, log end, lag", 0, 1),
     # ZooKeeper's four-letter words; as a connection's first line, a one-shot (protocols/debug.py).
     "ruok": CommandSpec("ruok", "imok if the broker serves", 0, 0),
-    "srvr": CommandSpec("srvr", "version, broker id, mode, uptime, connections, requests", 0, 0),
+    "srvr": CommandSpec("srvr", "version, broker id, mode (controller, broker, standalone), leaderships, "
+                                "uptime, connections, requests", 0, 0),
     "stat": CommandSpec("stat", "srvr with the Kafka-protocol connections", 0, 0),
     "cons": CommandSpec("cons", "one line per Kafka-protocol connection: requests, bytes, idle ms", 0, 0),
     "mntr": CommandSpec("mntr", "the broker's figures as key<TAB>value lines", 0, 0),
@@ -93,21 +97,23 @@ class DebugCommands:
 
     Reactor thread only. ``zk`` is the ZooKeeper bridge (None with enable.zookeeper=false);
     ``clock`` provides callLater and seconds (the reactor, or a task.Clock in tests).
+    ``replication()`` gives server.stats.replication_snapshot (None without ZooKeeper).
     """
 
     def __init__(self, logs: LogManager, stats: BrokerStats, *, clock, broker_id: int, zk=None,
-                 zk_timeout_s: float = 10.0, flush_timeout_s: float = 30.0,
+                 replication: Callable[[], dict] | None = None, zk_timeout_s: float = 10.0, flush_timeout_s: float = 30.0,
                  tail_scan_bytes: int = TAIL_SCAN_BYTES) -> None:
         self.broker_id = broker_id
         log_commands = LogCommands(logs, stats, clock=clock, broker_id=broker_id, flush_timeout_s=flush_timeout_s)
         message_commands = MessageCommands(logs, broker_id=broker_id, tail_scan_bytes=tail_scan_bytes)
         zk_commands = ZooKeeperCommands(zk, clock=clock, timeout_s=zk_timeout_s)
-        words = FourLetterWords(logs, stats, broker_id=broker_id)
+        words = FourLetterWords(logs, stats, broker_id=broker_id, replication=replication)
+        replica_commands = ReplicaCommands(replication)
         self._handlers: dict[str, Callable[[list[str]], list[str] | Answer | Deferred]] = {
             "help": self._help, "stats": log_commands.stats, "topics": log_commands.topics,
             "partitions": log_commands.partitions, "offsets": log_commands.offsets,
             "tail": message_commands.tail, "dump": message_commands.dump, "zk": zk_commands.zk,
-            "flush": log_commands.flush, "ruok": words.ruok, "srvr": words.srvr, "stat": words.stat,
+            "flush": log_commands.flush, "replicas": replica_commands.replicas, "ruok": words.ruok, "srvr": words.srvr, "stat": words.stat,
             "cons": words.cons, "mntr": words.mntr, "quit": self._quit}
 
     def banner(self) -> list[str]:

@@ -21,19 +21,32 @@ carry over; the figures are this broker's:
   Byte and message counts are since the broker started; ``tb_messages_out`` is an estimate
   (server/stats.py, ``BrokerStats.record_fetched``).
 
-No replication exists yet, so every partition here is its only copy: the mode is
-``standalone`` and ``tb_under_replicated_partitions`` is 0. TODO(issue 17): report the broker's
-role and its under-replicated partitions once replication exists.
+The mode (ZooKeeper says leader, follower or standalone) is the broker's role in replication:
+``controller`` for the one broker that is the cluster's controller now, ``broker`` for every
+other broker with ZooKeeper, ``standalone`` without ZooKeeper (``enable.zookeeper=false``: no
+replication, every partition its only copy). ``srvr`` adds the controller's id, the
+partitions this broker leads and those of them that are under-replicated; ``mntr`` adds the
+replication figures (server/stats.py ``replication_snapshot``): ``tb_under_replicated_partitions``
+(led here, ISR smaller than the replica list), ``tb_offline_partitions`` (the controller's count;
+0 on other brokers), ``tb_leader_count``, ``tb_isr_shrinks``, ``tb_isr_expands``,
+``tb_not_enough_replicas`` (writes refused by min.insync.replicas), ``tb_controller`` (1 on the
+controller), ``tb_controller_id`` and ``tb_controller_epoch`` (-1: none known / not the
+controller), ``tb_replicas`` (held here), ``tb_follower_lag_max_bytes`` (the largest lag of a
+partition this broker follows). Without ZooKeeper they are all 0 (the ids -1), so a script
+reads the same keys everywhere. The ``replicas`` command (server/debug_replicas.py) lists
+each replica.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from twisted_broker import __version__
 from twisted_broker.server.stats import BrokerStats, ConnectionStats, broker_snapshot
 from twisted_broker.storage.log_manager import LogManager
 
 FOUR_LETTER_WORDS = ("ruok", "stat", "srvr", "cons", "mntr")
-MODE = "standalone"  # see the module docstring
+STANDALONE, CONTROLLER, BROKER = "standalone", "controller", "broker"  # the modes: see the module docstring
 
 
 def is_four_letter_word(line: str) -> bool:
@@ -44,9 +57,16 @@ def is_four_letter_word(line: str) -> bool:
 class FourLetterWords:
     """The words' answers for one broker. Reactor thread only; each takes no arguments."""
 
-    def __init__(self, logs: LogManager, stats: BrokerStats, *, broker_id: int, version: str = __version__) -> None:
+    def __init__(self, logs: LogManager, stats: BrokerStats, *, broker_id: int, version: str = __version__,
+                 replication: Callable[[], dict] | None = None) -> None:
+        """``replication()`` is server.stats.replication_snapshot of this broker's replication
+        (None: no ZooKeeper, so no replication)."""
         self._logs, self._stats = logs, stats
         self._broker_id, self._version = broker_id, version
+        self._replication = replication
+
+    def _replication_figures(self) -> dict | None:
+        return self._replication() if self._replication is not None else None
 
     def ruok(self, args: list[str]) -> list[str]:
         return ["imok"]
@@ -70,10 +90,11 @@ class FourLetterWords:
         by_type = socket_server["requests"]
         average_ms, max_ms = _latency_ms(by_type)
         logs = list(self._logs.logs())
+        replication = self._replication_figures()
         pairs: list[tuple[str, object]] = [
             ("version", self._version),
             ("broker_id", self._broker_id),
-            ("server_state", MODE),
+            ("server_state", _mode(replication)),
             ("uptime_ms", round((requests.now() - requests.started_s) * 1000)),
             ("open_connections", socket_server["connections"]),
             ("connections_total", socket_server["connections_total"]),
@@ -94,7 +115,7 @@ class FourLetterWords:
             ("log_bytes", sum(entry["size"] for entry in snapshot["logs"])),
             ("log_segments", sum(entry["segments"] for entry in snapshot["logs"])),
             ("partitions_refusing_writes", sum(log_.write_error is not None for log_ in logs)),
-            ("under_replicated_partitions", 0),  # no replication yet: see the module docstring
+            *_replication_pairs(replication),
             ("flushes", flush["flushes"]),
             ("flush_latency_avg_ms", flush["avg_ms"]),
             ("flush_latency_max_ms", flush["max_ms"]),
@@ -109,8 +130,10 @@ class FourLetterWords:
         requests = self._stats.requests
         by_type = requests.snapshot()["requests"]
         average_ms, max_ms = _latency_ms(by_type)
+        replication = self._replication_figures()
         return [f"Broker id: {self._broker_id}",
-                f"Mode: {MODE}",
+                f"Mode: {_mode(replication)}",
+                *_replication_lines(replication),
                 f"Uptime: {round(requests.now() - requests.started_s)} s",
                 f"Connections: {requests.connections}",
                 f"Outstanding: {_outstanding(self._stats)}",
@@ -118,6 +141,41 @@ class FourLetterWords:
                 + ", ".join(f"{name} {figures['count']}" for name, figures in by_type.items()) + ")",
                 f"Latency avg/max: {average_ms:.3f}/{max_ms:.3f} ms",
                 f"Partitions: {sum(1 for _ in self._logs.logs())}"]
+
+
+def _mode(replication: dict | None) -> str:
+    if replication is None:
+        return STANDALONE
+    return CONTROLLER if replication["controller"]["active"] else BROKER
+
+
+def _replication_lines(replication: dict | None) -> list[str]:
+    if replication is None:
+        return []
+    controller = replication["controller"]
+    return [f"Controller: {'none known' if controller['broker_id'] is None else controller['broker_id']}",
+            f"Leader of: {replication['leader_count']} partition(s), "
+            f"{replication['under_replicated_partitions']} under-replicated"]
+
+
+def _replication_pairs(replication: dict | None) -> list[tuple[str, object]]:
+    """mntr's replication keys; zeros (ids -1) without replication."""
+    figures = replication or {"under_replicated_partitions": 0, "leader_count": 0, "isr_shrinks": 0,
+                              "isr_expands": 0, "not_enough_replicas": 0, "follower_lag_max_bytes": 0,
+                              "replicas": [], "controller": {"active": False, "broker_id": None, "epoch": None,
+                                                             "offline_partitions": 0}}
+    controller = figures["controller"]
+    return [("under_replicated_partitions", figures["under_replicated_partitions"]),
+            ("offline_partitions", controller["offline_partitions"]),
+            ("leader_count", figures["leader_count"]),
+            ("replicas", len(figures["replicas"])),
+            ("isr_shrinks", figures["isr_shrinks"]),
+            ("isr_expands", figures["isr_expands"]),
+            ("not_enough_replicas", figures["not_enough_replicas"]),
+            ("follower_lag_max_bytes", figures["follower_lag_max_bytes"]),
+            ("controller", int(controller["active"])),
+            ("controller_id", -1 if controller["broker_id"] is None else controller["broker_id"]),
+            ("controller_epoch", -1 if controller["epoch"] is None else controller["epoch"])]
 
 
 def _connection_line(connection: ConnectionStats, now: float) -> str:

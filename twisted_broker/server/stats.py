@@ -9,6 +9,9 @@
   sessions: requests, bytes, last activity. ``RequestStats`` keeps the open ones.
 - Flush statistics (LogFlushStats) and per-log figures are read from the logs themselves; the
   per-log message rate (for the admin console; no 0.7 bean) is counted per appended message set.
+- ``replication_snapshot`` reads replication's own counters and each replica's role, ISR,
+  high watermark and lag (docs/replication.md) as plain data, as ``broker_snapshot`` does the
+  0.7 beans.
 
 Nothing here is thread-safe: the reactor thread updates and reads them.
 """
@@ -228,3 +231,38 @@ def broker_snapshot(stats: BrokerStats, logs: LogManager) -> dict:
 def _log_rate(stats: BrokerStats, log: Log) -> float:
     counter = stats.log_messages.get((log.topic, log.partition))
     return counter.rate() if counter is not None else 0.0  # nothing appended since the start
+
+
+def replication_snapshot(manager, controller, fetchers) -> dict:
+    """This broker's replication figures, as plain data for the admin site, debug port and metrics.
+
+    ``manager``, ``controller`` and ``fetchers`` are the ReplicationService's. Each replica's
+    ``lag_bytes`` is, on a follower, the bytes it is behind what its leader last said its log end
+    was (Kafka's replica-fetcher lag, measured by the follower); ``follower_lag_bytes`` is, on a
+    leader, each follower's distance from the leader's log end (None: not fetched yet).
+    ``offline_partitions`` is the controller's count, 0 on every other broker (as Kafka's).
+    """
+    lag_by_name = fetchers.lag()
+    replicas = []
+    for (topic, partition), replica in sorted(manager.replicas.items()):
+        leader = replica.leader
+        state = manager.cluster.state(topic, partition)
+        isr = leader.isr if leader is not None else state.isr if state is not None else ()
+        replicas.append({
+            "topic": topic, "partition": partition, "role": replica.role.value, "fenced": replica.fenced,
+            "leader": replica.leader_id, "leader_epoch": replica.leader_epoch,
+            "replicas": list(manager.cluster.replicas(topic, partition)), "isr": list(isr),
+            "high_watermark": replica.log.end_offset, "log_end": replica.log.written_end,
+            "lag_bytes": lag_by_name.get(replica.name),
+            "follower_lag_bytes": dict(sorted(leader.follower_lag().items())) if leader is not None else {}})
+    follower_lags = [row["lag_bytes"] for row in replicas if row["lag_bytes"] is not None]
+    return {
+        "leader_count": manager.leader_count(), "under_replicated_partitions": manager.under_replicated(),
+        "isr_shrinks": manager.isr_shrinks, "isr_expands": manager.isr_expands,
+        "not_enough_replicas": manager.not_enough_replicas,
+        "follower_lag_max_bytes": max(follower_lags, default=0),
+        "controller": {"active": controller.active, "broker_id": controller.controller_id,
+                       "epoch": controller.epoch if controller.active else None,
+                       "elections": controller.elections,
+                       "offline_partitions": controller.offline_partitions if controller.active else 0},
+        "replicas": replicas}

@@ -133,3 +133,86 @@ def test_a_partition_on_another_broker_is_a_clear_error(commands, broker):
 ])
 def test_malformed_partition_arguments_are_error_answers(commands, argument, error):
     assert run(commands, f"tail t {argument}") == [error]
+
+
+# --- replication: the mode, mntr's figures, the replicas command ------------------------------------
+
+def replication_figures(*, active: bool) -> dict:
+    """server.stats.replication_snapshot's shape: broker 7 leads t-1 and follows t-0."""
+    return {
+        "leader_count": 1, "under_replicated_partitions": 1, "isr_shrinks": 2, "isr_expands": 1,
+        "not_enough_replicas": 4, "follower_lag_max_bytes": 33,
+        "controller": {"active": active, "broker_id": BROKER_ID if active else 3, "epoch": 9 if active else None,
+                       "elections": 5, "offline_partitions": 2 if active else 0},
+        "replicas": [
+            {"topic": "t", "partition": 0, "role": "following", "fenced": False, "leader": 3, "leader_epoch": 2,
+             "replicas": [3, 7], "isr": [3, 7], "high_watermark": 100, "log_end": 110, "lag_bytes": 33,
+             "follower_lag_bytes": {}},
+            {"topic": "t", "partition": 1, "role": "leader", "fenced": True, "leader": BROKER_ID, "leader_epoch": 4,
+             "replicas": [7, 3, 5], "isr": [7], "high_watermark": 50, "log_end": 60, "lag_bytes": None,
+             "follower_lag_bytes": {3: 12, 5: None}},
+            {"topic": "u", "partition": 0, "role": "offline", "fenced": False, "leader": None, "leader_epoch": 1,
+             "replicas": [5, 7], "isr": [], "high_watermark": 0, "log_end": 0, "lag_bytes": None,
+             "follower_lag_bytes": {}}]}
+
+
+@pytest.fixture
+def replicated(logs, stats, clock):  # noqa: F811 (fixtures)
+    """(commands, figures): DebugCommands of a broker with replication; change figures["active"]."""
+    figures = {"active": True}
+    commands = DebugCommands(logs, stats, clock=clock, broker_id=BROKER_ID,
+                             replication=lambda: replication_figures(active=figures["active"]))
+    return commands, figures
+
+
+def test_the_mode_is_controller_or_broker_with_replication(replicated):
+    commands, figures = replicated
+    srvr = run(commands, "srvr")
+    assert srvr[1:5] == [f"Broker id: {BROKER_ID}", "Mode: controller", f"Controller: {BROKER_ID}",
+                         "Leader of: 1 partition(s), 1 under-replicated"]
+    figures["active"] = False
+    assert run(commands, "srvr")[2:4] == ["Mode: broker", "Controller: 3"]
+    stat = run(commands, "stat")
+    assert "Mode: broker" in stat and "Controller: 3" in stat
+
+
+def test_mntr_gives_the_replication_figures(replicated):
+    commands, figures = replicated
+    found = mntr(commands)
+    assert found["tb_server_state"] == "controller"
+    assert {key: found[f"tb_{key}"] for key in (
+        "under_replicated_partitions", "offline_partitions", "leader_count", "replicas", "isr_shrinks",
+        "isr_expands", "not_enough_replicas", "follower_lag_max_bytes", "controller", "controller_id",
+        "controller_epoch")} == {
+        "under_replicated_partitions": "1", "offline_partitions": "2", "leader_count": "1", "replicas": "3",
+        "isr_shrinks": "2", "isr_expands": "1", "not_enough_replicas": "4", "follower_lag_max_bytes": "33",
+        "controller": "1", "controller_id": str(BROKER_ID), "controller_epoch": "9"}
+    figures["active"] = False
+    found = mntr(commands)
+    assert (found["tb_server_state"], found["tb_controller"], found["tb_controller_id"],
+            found["tb_controller_epoch"], found["tb_offline_partitions"]) == ("broker", "0", "3", "-1", "0")
+
+
+def test_without_zookeeper_mntr_has_the_same_keys_at_zero(commands, replicated):
+    alone, with_replication = mntr(commands), mntr(replicated[0])
+    assert set(alone) == set(with_replication)
+    assert alone["tb_server_state"] == "standalone"
+    assert (alone["tb_under_replicated_partitions"], alone["tb_leader_count"], alone["tb_controller_id"]) == ("0", "0", "-1")
+
+
+def test_replicas_lists_each_replica_with_its_role_isr_watermark_and_lag(replicated):
+    commands, _ = replicated
+    lines = run(commands, "replicas")
+    assert [line.split() for line in lines] == [
+        ["topic", "partition", "role", "leader", "epoch", "isr", "hw", "end", "lag"],
+        ["t", "0", "following", "3", "2", "3,7", "100", "110", "33"],
+        ["t", "1", "leader(fenced)", "7", "4", "7", "50", "60", "3:12", "5:?"],
+        ["u", "0", "offline", "-", "1", "-", "0", "0", "-"]]
+    assert [line.split()[:2] for line in run(commands, "replicas u")[1:]] == [["u", "0"]]
+    assert run(commands, "replicas nope") == ["no replica of 'nope' on this broker"]
+    assert run(commands, "replicas a b") == ["error: usage: replicas [TOPIC]"]
+
+
+def test_replicas_without_zookeeper_is_a_clear_error(commands):
+    assert run(commands, "replicas") == ["error: no replication: this broker runs without ZooKeeper"]
+    assert re.search(r"^  replicas \[TOPIC\] ", "\n".join(run(commands, "help")), re.MULTILINE)
