@@ -75,7 +75,10 @@ def test_sigterm_moves_leadership_first_so_writes_resume_within_two_seconds(thre
     served_at = produce_all(cluster, "c", 0, [b"after"])
     assert served_at - stopped_at <= 2.0, f"writes resumed after {served_at - stopped_at:.2f} s"
     cluster.brokers[old].process.wait(20)
-    assert committed(cluster, "c", 0, cluster.leaders("c")[0]) == [b"before", b"after"]
+    # at least once: a write the old leader appended while handing over is answered "not
+    # leader" (6) and sent again, yet may have reached the new leader too
+    found = committed(cluster, "c", 0, cluster.leaders("c")[0])
+    assert found[0] == b"before" and set(found[1:]) == {b"after"}
 
 
 def test_a_stopped_follower_leaves_the_isr_and_rejoins_once_caught_up(three_brokers):
