@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from twisted_broker.client.connection import BrokerConnection
 from twisted_broker.client.errors import UnexpectedResponse, error_for_code
 from twisted_broker.client.fetched_message_set import FetchedMessageSet, decode_multifetch_response
+from twisted_broker.client.replicated_topics import request_metadata
+from twisted_broker.wire.replication import Metadata
 from twisted_broker.wire.requests import FetchRequest, MultiFetchRequest, OffsetRequest, encode_request
 from twisted_broker.wire.responses import NO_ERROR, decode_offsets
 
@@ -77,6 +79,13 @@ class SimpleConsumer:
                 return decode_offsets(body)
             except ValueError as exc:  # Truncated
                 raise UnexpectedResponse(f"malformed offsets response: {exc}") from None
+
+    def metadata(self, topics: Sequence[str]) -> Metadata | None:
+        """The metadata of ``topics`` (replicated_topics.request_metadata): None if this
+        broker is not ours. Asking creates an unknown topic on a cluster whose
+        default.replication.factor is above 1. Raises ConnectionError, TimeoutError."""
+        with self._lock:
+            return request_metadata(self._connection, topics)
 
     def close(self) -> None:
         """Close the connection; a later call opens a new one."""
