@@ -26,6 +26,15 @@ from twisted_broker.replication.errors import NotEnoughReplicas
 KEY_PARTITION = DefaultPartitioner()("k", 2)  # where key "k" goes among the cluster's 2 partitions
 
 
+def create(cluster, topic: str) -> None:
+    """Create a replicated topic as a producer's first metadata request does, once every
+    broker sees the others (until then a broker refuses a factor above the brokers it sees,
+    and answers error 3)."""
+    for via in range(3):
+        cluster.wait_for(lambda: cluster.metadata(topic, via).topics[0].error == 0,
+                         what=f"broker {via} to create or know replicated topic {topic}")
+
+
 def broker_list(cluster) -> str:
     return ",".join(f"{b.broker_id}:127.0.0.1:{b.port}" for b in cluster.brokers.values())
 
@@ -63,6 +72,7 @@ def assert_at_least_once_in_order(received: list[bytes], sent: list[bytes]) -> i
 
 def test_the_cli_producer_creates_a_new_topic_replicated(three_brokers):
     cluster = three_brokers
+    create(cluster, "warm-up")  # every broker sees the other two
     lines = [f"line-{i}".encode() for i in range(20)]
     result = run_cli("produce", "--zk", cluster.zk_connect, "--topic", "fresh", input=b"\n".join(lines) + b"\n")
     assert result.returncode == 0, result.stderr.decode()
@@ -75,7 +85,7 @@ def test_the_cli_producer_creates_a_new_topic_replicated(three_brokers):
 
 def test_the_blocking_producer_keeps_sending_through_a_leader_kill(three_brokers):
     cluster = three_brokers
-    cluster.metadata("b")  # created: two partitions, three replicas
+    create(cluster, "b")  # created: two partitions, three replicas
     config = ProducerConfig(broker_list=broker_list(cluster), connect_timeout_ms=1000)
     acknowledged: list[bytes] = []
     with Producer(config) as producer:
@@ -98,7 +108,7 @@ def test_too_few_in_sync_replicas_is_reported_by_the_producer(replicated_cluster
     cluster.properties["min.insync.replicas"] = "2"
     for broker_id in range(3):
         cluster.start(broker_id)
-    cluster.metadata("m")
+    create(cluster, "m")
     config = ProducerConfig(broker_list=broker_list(cluster), connect_timeout_ms=1000)
     with Producer(config) as producer:
         producer.send("m", [b"before"], key="k")
@@ -120,3 +130,62 @@ def test_too_few_in_sync_replicas_is_reported_by_the_producer(replicated_cluster
                      "--topic", "m", "--key", "k", input=b"x\n")
     err = result.stderr.decode()
     assert result.returncode == 1 and err.count("\n") == 1 and "min.insync.replicas" in err, err
+
+
+def test_consume_as_a_group_keeps_printing_through_a_leader_kill(three_brokers):
+    cluster = three_brokers
+    create(cluster, "g")
+    config = ProducerConfig(broker_list=broker_list(cluster), connect_timeout_ms=1000)
+    consumer = start_cli("consume", "--zk", cluster.zk_connect, "--topic", "g", "--group", "grp",
+                         "--backoff-ms", "100", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    printed: list[bytes] = []
+    reader = threading.Thread(target=lambda: printed.extend(consumer.stdout), daemon=True)
+    reader.start()
+    acknowledged: list[bytes] = []
+    try:
+        with Producer(config) as producer:
+            for i in range(40):
+                producer.send("g", [f"g{i:03d}".encode()], key="k")
+                acknowledged.append(f"g{i:03d}".encode())
+            cluster.wait_for(lambda: len(printed) >= 40, what="the first messages printed")
+            leader = cluster.leaders("g")[KEY_PARTITION]
+            cluster.brokers[leader].kill()
+            for i in range(40, 80):
+                producer.send("g", [f"g{i:03d}".encode()], key="k")
+                acknowledged.append(f"g{i:03d}".encode())
+        cluster.wait_for(lambda: len(set(printed)) >= 80, timeout_s=30, what="every message printed")
+        assert consumer.poll() is None, "the consumer stopped"
+    finally:
+        consumer.terminate()
+        _out, err = consumer.communicate(timeout=30)
+    reader.join(5)
+    assert consumer.returncode == 0, err.decode()
+    received = [line.rstrip(b"\n") for line in printed]
+    assert_at_least_once_in_order(received, acknowledged)
+    # The group's offset is committed under the partition number alone (Kafka 0.8's naming).
+    from twisted_broker.registry.cluster_view import ClusterView
+    with ClusterView(cluster.zk_connect) as view:
+        offsets = view.offsets("grp", "g")
+    assert str(KEY_PARTITION) in offsets and set(offsets) <= {"0", "1"}, offsets
+
+
+def test_consume_without_a_group_follows_the_leader(three_brokers):
+    cluster = three_brokers
+    create(cluster, "d")
+    config = ProducerConfig(broker_list=broker_list(cluster), connect_timeout_ms=1000)
+    consumer = start_cli("consume", "--broker-list", broker_list(cluster), "--topic", "d", "--from-beginning",
+                         "--partition", str(KEY_PARTITION), "--timeout-ms", "8000",
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    acknowledged = []
+    with Producer(config) as producer:
+        for i in range(30):
+            producer.send("d", [f"d{i:03d}".encode()], key="k")
+            acknowledged.append(f"d{i:03d}".encode())
+        time.sleep(0.5)  # the consumer is reading from the first leader
+        cluster.brokers[cluster.leaders("d")[KEY_PARTITION]].kill()
+        for i in range(30, 60):
+            producer.send("d", [f"d{i:03d}".encode()], key="k")
+            acknowledged.append(f"d{i:03d}".encode())
+    out, err = consumer.communicate(timeout=60)
+    assert consumer.returncode == 0, err.decode()
+    assert_at_least_once_in_order(out.splitlines(), acknowledged)

@@ -49,7 +49,7 @@ from twisted_broker.client.encoders import Encoder, load_encoder
 from twisted_broker.client.errors import InvalidPartition, NoBrokersForPartition, ProducerClosed
 from twisted_broker.client.partitioners import JAVA_PARTITIONERS, Partitioner, load_partitioner
 from twisted_broker.client.replicated_topics import (
-    FAIL, RETRY, Address, LeaderBackoff, ReplicatedTopic, TopicMetadataCache, ack_error, ack_outcome,
+    FAIL, LEADERS, RETRY, Address, LeaderBackoff, ReplicatedTopic, TopicMetadataCache, ack_error, ack_outcome,
 )
 from twisted_broker.client.sync_producer import SyncProducer
 from twisted_broker.config import ConfigError, ProducerConfig
@@ -63,10 +63,6 @@ log = logging.getLogger(__name__)
 # sync_producer_factory(broker_id, host, port): a SyncProducer or anything with its send,
 # multi_send and close (tests pass fakes).
 SyncProducerFactory = Callable[[int, str, int], SyncProducer]
-
-# The async queue's broker id for messages of replicated topics: the send thread finds each
-# partition's leader when it sends, so a leader change while they wait costs nothing.
-LEADERS = -2
 
 
 class Producer:

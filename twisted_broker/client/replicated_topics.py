@@ -47,6 +47,9 @@ log = logging.getLogger(__name__)
 
 NOT_REPLICATED = 3  # a topic's error in a metadata answer: a 0.7 topic
 NO_LEADER = -1
+# The broker id clients file a replicated topic's partitions under (the async producer's queue,
+# the group consumer's fetchers): whoever leads each one when it is sent or fetched.
+LEADERS = -2
 Address = tuple[str, int]
 
 

@@ -28,12 +28,14 @@ EARLIEST_TIME = -2
 
 class SimpleConsumer:
     """A consumer of ``host:port``; it connects on first use, with ``socket_timeout_ms`` as the
-    connect timeout too, and a ``buffer_size`` socket receive buffer (socket.buffersize)."""
+    connect timeout too (unless ``connect_timeout_ms`` is given), and a ``buffer_size`` socket
+    receive buffer (socket.buffersize)."""
 
     def __init__(self, host: str, port: int, socket_timeout_ms: int = 30000,
-                 buffer_size: int = 65536) -> None:
+                 buffer_size: int = 65536, *, connect_timeout_ms: int | None = None) -> None:
         self.host, self.port = host, port
-        self._connection = BrokerConnection(host, port, connect_timeout_ms=socket_timeout_ms,
+        connect_timeout_ms = socket_timeout_ms if connect_timeout_ms is None else connect_timeout_ms
+        self._connection = BrokerConnection(host, port, connect_timeout_ms=connect_timeout_ms,
                                             socket_timeout_ms=socket_timeout_ms,
                                             receive_buffer_bytes=buffer_size)
         self._lock = threading.Lock()
