@@ -39,7 +39,6 @@ from __future__ import annotations
 import logging
 import random
 import threading
-import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -48,13 +47,11 @@ from twisted_broker.client.broker_partition_info import BrokerPartitionInfo, Con
 from twisted_broker.client.encoders import Encoder, load_encoder
 from twisted_broker.client.errors import InvalidPartition, NoBrokersForPartition, ProducerClosed
 from twisted_broker.client.partitioners import JAVA_PARTITIONERS, Partitioner, load_partitioner
-from twisted_broker.client.replicated_topics import (
-    FAIL, LEADERS, RETRY, Address, LeaderBackoff, ReplicatedTopic, TopicMetadataCache, ack_error, ack_outcome,
-)
+from twisted_broker.client.leader_sender import LeaderSender
+from twisted_broker.client.replicated_topics import LEADERS, Address, ReplicatedTopic
 from twisted_broker.client.sync_producer import SyncProducer
 from twisted_broker.config import ConfigError, ProducerConfig
-from twisted_broker.errors import KafkaError, MessageSizeTooLarge
-from twisted_broker.wire.replication import Metadata
+from twisted_broker.errors import MessageSizeTooLarge
 from twisted_broker.wire.compression import NO_COMPRESSION
 from twisted_broker.wire.message_set import encode_compressed_message_set
 
@@ -98,7 +95,10 @@ class Producer:
             raise ConfigError(f"request.required.acks must be -1, 0 or 1, not {config.request_required_acks}")
         self._config = config
         self._info = broker_partition_info
-        self._metadata = TopicMetadataCache(self._ask_metadata, self._metadata_candidates)
+        self._leaders = LeaderSender(self._sync_producer_at, self._metadata_candidates,
+                                     required_acks=config.request_required_acks,
+                                     timeout_ms=config.request_timeout_ms,
+                                     give_up_after_ms=config.socket_timeout_ms)
         self._encoder = load_encoder(encoder if encoder is not None else config.serializer_class)
         self._partitioner = load_partitioner(partitioner if partitioner is not None else config.partitioner_class)
         self._compressed_topics = frozenset(config.compressed_topics)
@@ -142,7 +142,7 @@ class Producer:
             if self._async is not None:
                 self._async.enqueue([QueueItem(topic, LEADERS, partition, bytes(payload)) for payload in payloads])
             else:
-                self._send_replicated([(topic, partition, self._message_set(topic, payloads))])
+                self._leaders.send([(topic, partition, self._message_set(topic, payloads))])
             return
         broker_id, partition = self._choose_partition(topic, key)
         if self._async is not None:
@@ -204,7 +204,7 @@ class Producer:
             return None
         if not self._info.brokers():
             return None  # nobody to ask: 0.7's path says NoBrokersForPartition
-        return self._metadata.topic(topic)
+        return self._leaders.topic(topic)
 
     def _choose_replicated_partition(self, topic: ReplicatedTopic, key: Any) -> int:
         count = topic.partition_count
@@ -219,68 +219,6 @@ class Producer:
         """The brokers a metadata question may go to: the registry's (or broker.list's)."""
         return list(self._info.brokers().items())
 
-    def _ask_metadata(self, broker_id: int, address: Address, topic: str) -> Metadata | None:
-        producer = self._sync_producer_at(broker_id, address)
-        ask = getattr(producer, "metadata", None)  # a stand-in without it knows 0.7 topics only
-        return None if ask is None else ask((topic,))
-
-    def _send_replicated(self, produces: list[tuple[str, int, bytes]]) -> None:
-        """Send ``(topic, partition, message set)`` triples to their leaders, following leader
-        changes until socket.timeout.ms has passed (any thread). Raises NotEnoughReplicas (19, 20),
-        LeaderNotAvailable, ConnectionError/TimeoutError or KafkaError when it gives up."""
-        config = self._config
-        deadline = time.monotonic() + config.socket_timeout_ms / 1000
-        backoff = LeaderBackoff()
-        pending = produces
-        while True:
-            by_leader: dict[tuple[int, Address], list[tuple[str, int, bytes]]] = {}
-            for produce in pending:
-                by_leader.setdefault(self._metadata.leader(produce[0], produce[1], deadline), []).append(produce)
-            retry, stale, last_error = [], set(), None
-            for (broker_id, address), parts in by_leader.items():
-                try:
-                    answers = self._sync_producer_at(broker_id, address).send_acked(
-                        parts, required_acks=config.request_required_acks, timeout_ms=config.request_timeout_ms)
-                except (ConnectionError, TimeoutError) as exc:
-                    log.warning("sending to the leader, broker %d at %s:%d, failed (%s); finding the leader again",
-                                broker_id, *address, exc)
-                    retry += parts
-                    stale.update(topic for topic, _p, _s in parts)
-                    last_error = exc
-                    continue
-                for part, (topic, partition, code, _offset) in zip(parts, answers):
-                    outcome = ack_outcome(code)
-                    if outcome == RETRY:
-                        retry.append(part)
-                        stale.add(topic)
-                        last_error = ack_error(topic, partition, code)
-                    elif outcome == FAIL:
-                        raise self._refused(topic, partition, code)
-            if not retry:
-                return
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise last_error
-            time.sleep(backoff.next_pause_s(remaining))
-            for topic in stale:
-                try:
-                    self._metadata.refresh(topic)
-                except ConnectionError as exc:
-                    log.info("refreshing the metadata of %s failed (%s); trying again", topic, exc)
-            pending = retry
-
-    def _refused(self, topic: str, partition: int, code: int) -> KafkaError:
-        """The error of a refused write, naming the partition's current ISR (logged by whoever
-        handles it: the async send thread, the CLI's one line)."""
-        isr: tuple[int, ...] = ()
-        try:
-            current = self._metadata.refresh(topic)
-            if current is not None and partition < current.partition_count:
-                isr = current.isr(partition)
-        except ConnectionError:
-            pass
-        return ack_error(topic, partition, code, isr)
-
     def _message_set(self, topic: str, payloads: Iterable[bytes]) -> bytes:
         codec = self._config.compression_codec
         if codec != NO_COMPRESSION and self._compressed_topics and topic not in self._compressed_topics:
@@ -290,8 +228,8 @@ class Producer:
     def _send_to_broker(self, broker_id: int, produces: list[tuple[str, int, list[bytes]]]) -> None:
         """The async send thread's MultiProduce to one broker (LEADERS: to the leaders)."""
         if broker_id == LEADERS:
-            self._send_replicated([(topic, partition, self._message_set(topic, payloads))
-                                   for topic, partition, payloads in produces])
+            self._leaders.send([(topic, partition, self._message_set(topic, payloads))
+                                for topic, partition, payloads in produces])
             return
         self._sync_producer(broker_id).multi_send(
             (topic, partition, self._message_set(topic, payloads)) for topic, partition, payloads in produces)

@@ -231,7 +231,8 @@ class TopicMetadataCache:
             order.setdefault(tuple(address), broker_id)
         # The last broker that answered first, those that failed last (oldest failure first).
         addresses = sorted(order, key=lambda a: (self._failed_at.get(a, 0.0), a != self._last_good))
-        failures, not_ours = [], 0
+        failures: list[Exception] = []
+        not_ours = 0
         for address in addresses:
             if address in self._not_ours:
                 not_ours += 1
@@ -239,7 +240,7 @@ class TopicMetadataCache:
             try:
                 metadata = self._ask(order[address], address, topic)
             except (OSError, UnexpectedResponse) as exc:  # TimeoutError, ConnectionError included
-                failures.append(f"{address[0]}:{address[1]}: {exc}")
+                failures.append(exc)
                 self._failed_at[address] = self._clock()
                 continue
             if metadata is None:
@@ -256,4 +257,7 @@ class TopicMetadataCache:
             return None  # a 0.7 cluster (or the brokers of ours that could answer are down)
         if not addresses:
             raise ConnectionError(f"no broker is known to ask about topic {topic}")
-        raise ConnectionError(f"no broker answered a metadata request for topic {topic}: " + "; ".join(failures))
+        if len(failures) == 1:
+            raise failures[0]  # its own words name the broker
+        raise ConnectionError(f"no broker answered a metadata request for topic {topic}: "
+                              + "; ".join(map(str, failures)))
