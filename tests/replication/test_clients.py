@@ -15,11 +15,14 @@ import threading
 import time
 
 import pytest
+import pytest_twisted
+from twisted.internet import reactor
 
 from tests.integration.test_cli_produce_consume import cli_env, run_cli, start_cli
 from tests.replication.conftest import Wire
 from twisted_broker.client.partitioners import DefaultPartitioner
 from twisted_broker.client.producer import Producer
+from twisted_broker.client.twisted_leader_producer import TwistedLeaderProducer
 from twisted_broker.config import ProducerConfig
 from twisted_broker.replication.errors import NotEnoughReplicas
 
@@ -189,3 +192,21 @@ def test_consume_without_a_group_follows_the_leader(three_brokers):
     out, err = consumer.communicate(timeout=60)
     assert consumer.returncode == 0, err.decode()
     assert_at_least_once_in_order(out.splitlines(), acknowledged)
+
+
+@pytest_twisted.inlineCallbacks
+def test_the_twisted_producer_keeps_sending_through_a_leader_kill(three_brokers):
+    cluster = three_brokers
+    create(cluster, "tw")
+    producer = TwistedLeaderProducer(reactor, [("127.0.0.1", b.port) for b in cluster.brokers.values()])
+    acknowledged = []
+    try:
+        for i in range(80):
+            if i == 40:
+                cluster.brokers[cluster.leaders("tw")[0]].kill()
+            yield producer.send("tw", 0, [f"t{i:03d}".encode()])
+            acknowledged.append(f"t{i:03d}".encode())
+    finally:
+        yield producer.close()
+    duplicates = assert_at_least_once_in_order(committed_payloads(cluster, "tw", 0), acknowledged)
+    assert duplicates <= 1
