@@ -307,6 +307,10 @@ class ProducerConfig(ZKConfig):
     reconnect_interval: int = 30000  # requests
     reconnect_time_interval_ms: int = 10000000
     max_message_size: int = 1000000
+    # Replicated topics only (Kafka 0.8's keys): -1 waits for every in-sync replica (our
+    # default, Kafka 0.8's was 0), 1 for the leader's append, 0 for nothing.
+    request_required_acks: int = -1
+    request_timeout_ms: int = 10000  # how long the leader waits for the in-sync replicas
     event_handler: str | None = None
     event_handler_props: str | None = None
     callback_handler: str | None = None

@@ -38,6 +38,10 @@ class BrokerPartitionInfo(Protocol):
     def refresh(self) -> None:
         """Re-read the registry, so the next answers are current."""
 
+    # Optional: ``brokers() -> {id: (host, port)}``, the brokers a producer may ask about
+    # replicated topics; without it, every topic is sent as a 0.7 topic. Optional too:
+    # ``registered_0_7(topic) -> bool``, True for a topic known to be a 0.7 one (no question).
+
 
 def parse_broker_list(broker_list: str) -> dict[int, tuple[str, int]]:
     """Parse ``id:host:port,id:host:port`` into ``{id: (host, port)}``.
@@ -77,6 +81,9 @@ class ConfigBrokerPartitionInfo:
 
     def broker(self, broker_id: int) -> tuple[str, int]:
         return self._brokers[broker_id]
+
+    def brokers(self) -> dict[int, tuple[str, int]]:
+        return dict(self._brokers)
 
     def refresh(self) -> None:
         """Nothing to re-read: the list is fixed for the producer's life."""

@@ -46,14 +46,17 @@ class BrokerPartition:
 class ConsumerPool:
     """One SimpleConsumer per broker address, made on first use; ``close`` closes them all."""
 
-    def __init__(self, socket_timeout_ms: int) -> None:
+    def __init__(self, socket_timeout_ms: int, *, connect_timeout_ms: int | None = None,
+                 buffer_size: int = 65536) -> None:
         self._socket_timeout_ms = socket_timeout_ms
+        self._connect_timeout_ms, self._buffer_size = connect_timeout_ms, buffer_size
         self._consumers: dict[tuple[str, int], SimpleConsumer] = {}
 
     def get(self, host: str, port: int) -> SimpleConsumer:
         consumer = self._consumers.get((host, port))
         if consumer is None:
-            consumer = SimpleConsumer(host, port, socket_timeout_ms=self._socket_timeout_ms)
+            consumer = SimpleConsumer(host, port, socket_timeout_ms=self._socket_timeout_ms,
+                                      buffer_size=self._buffer_size, connect_timeout_ms=self._connect_timeout_ms)
             self._consumers[host, port] = consumer
         return consumer
 

@@ -4,6 +4,11 @@ After each rebalance the connector (client/zookeeper_consumer.py) starts one Fet
 per broker holding partitions it owns; each sends MultiFetch rounds for them and puts every
 non-empty message set into the queue of the stream that owns the partition
 (client/consumer_stream.py). Before the next rebalance, and at shutdown, they are stopped.
+
+The partitions of replicated topics (named by number, broker LEADERS) share one more thread,
+which fetches each from its current leader through a ReplicatedConsumer: a leader change is
+followed there (a failed round refreshes the metadata, waits fetcher.backoff.ms and asks the
+new leader from the same offset), with no rebalance.
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ from collections.abc import Callable, Iterable, Mapping
 
 from twisted_broker.client.consumer_stream import FetchedDataChunk, PartitionTopicInfo
 from twisted_broker.client.fetched_message_set import FetchedMessageSet
+from twisted_broker.client.replicated_consumer import ReplicatedConsumer
+from twisted_broker.client.replicated_topics import LEADERS, Address
 from twisted_broker.client.simple_consumer import SimpleConsumer
 from twisted_broker.errors import InvalidMessage, KafkaError, OffsetOutOfRange
 from twisted_broker.wire.requests import FetchRequest
@@ -27,6 +34,7 @@ _FETCHER_JOIN_S = 2.0  # a fetcher stuck connecting is left to finish alone (its
 
 LookupAddress = Callable[[int], tuple[str, int] | None]
 OnReset = Callable[[PartitionTopicInfo, int], None]
+Candidates = Callable[[], Iterable[tuple[int, Address]]]
 
 
 class Fetcher:
@@ -39,7 +47,10 @@ class Fetcher:
     """
 
     def __init__(self, *, fetch_size: int, backoff_ms: int, socket_timeout_ms: int, buffer_size: int,
-                 reset_time: int, lookup_address: LookupAddress, on_reset: OnReset) -> None:
+                 reset_time: int, lookup_address: LookupAddress, on_reset: OnReset,
+                 leader_candidates: Candidates = lambda: ()) -> None:
+        """``leader_candidates()`` lists the brokers to ask where replicated partitions lead."""
+        self._leader_candidates = leader_candidates
         self._fetch_size, self._backoff_ms = fetch_size, backoff_ms
         self._socket_timeout_ms, self._buffer_size = socket_timeout_ms, buffer_size
         self._reset_time, self._lookup_address, self._on_reset = reset_time, lookup_address, on_reset
@@ -51,11 +62,13 @@ class Fetcher:
         for info in infos:
             by_broker[info.broker_id].append(info)
         for broker_id, broker_infos in sorted(by_broker.items()):
-            runnable = FetcherRunnable(broker_id, broker_infos, address=brokers.get(broker_id),
+            runnable_class = LeadersFetcherRunnable if broker_id == LEADERS else FetcherRunnable
+            runnable = runnable_class(broker_id, broker_infos, address=brokers.get(broker_id),
                                        lookup_address=self._lookup_address, fetch_size=self._fetch_size,
                                        backoff_ms=self._backoff_ms, socket_timeout_ms=self._socket_timeout_ms,
                                        buffer_size=self._buffer_size, reset_time=self._reset_time,
                                        on_reset=self._on_reset)
+            runnable.leader_candidates = self._leader_candidates
             self._runnables.append(runnable)
             runnable.start()
 
@@ -115,27 +128,25 @@ class FetcherRunnable(threading.Thread):
         self._stopped.set()
 
     def run(self) -> None:
-        consumer: SimpleConsumer | None = None
-        address = self._address
+        consumer: SimpleConsumer | ReplicatedConsumer | None = None
         try:
             while not self._stopped.is_set():
                 if consumer is None:
-                    address = address or self._lookup_address(self.broker_id)
-                    if address is None:
+                    consumer = self._connect()
+                    if consumer is None:
                         log.warning("broker %d is not registered; its partitions wait", self.broker_id)
                         self._stopped.wait(self._backoff_s)
                         continue
-                    consumer = SimpleConsumer(address[0], address[1], socket_timeout_ms=self._socket_timeout_ms,
-                                              buffer_size=self._buffer_size)
                 try:
                     read = self._round(consumer)
                 except (OSError, ValueError, KafkaError) as exc:  # ValueError: UnexpectedResponse
                     if self._stopped.is_set():
                         break
-                    log.warning("fetching from broker %d at %s:%d failed (%s); retrying in %.0f ms",
-                                self.broker_id, address[0], address[1], exc, self._backoff_s * 1000)
+                    log.warning("fetching from %s failed (%s); retrying in %.0f ms",
+                                self._source(), exc, self._backoff_s * 1000)
                     consumer.close()
-                    consumer, address = None, None
+                    consumer = None
+                    self._address = None
                     self._stopped.wait(self._backoff_s)
                     continue
                 if read == 0:
@@ -144,7 +155,18 @@ class FetcherRunnable(threading.Thread):
             if consumer is not None:
                 consumer.close()
 
-    def _round(self, consumer: SimpleConsumer) -> int:
+    def _connect(self) -> SimpleConsumer | None:
+        """A consumer of this thread's broker; None if it is not registered now."""
+        self._address = self._address or self._lookup_address(self.broker_id)
+        if self._address is None:
+            return None
+        return SimpleConsumer(*self._address, socket_timeout_ms=self._socket_timeout_ms, buffer_size=self._buffer_size)
+
+    def _source(self) -> str:
+        host, port = self._address or ("?", 0)
+        return f"broker {self.broker_id} at {host}:{port}"
+
+    def _round(self, consumer: SimpleConsumer | ReplicatedConsumer) -> int:
         """One MultiFetch for the partitions still fetching; returns the valid bytes queued."""
         infos = [info for info in self._infos if info.fetching]
         if not infos:
@@ -176,7 +198,7 @@ class FetcherRunnable(threading.Thread):
                 read += fetched.valid_bytes
         return read
 
-    def _reset(self, consumer: SimpleConsumer, info: PartitionTopicInfo, *, write: bool) -> None:
+    def _reset(self, consumer: SimpleConsumer | ReplicatedConsumer, info: PartitionTopicInfo, *, write: bool) -> None:
         """Move a partition to the earliest or latest offset (autooffset.reset); after an
         OffsetOutOfRange also write it to the offsets path, as 0.7 does."""
         offsets = consumer.get_offsets_before(info.topic, info.partition_id, self._reset_time, 1)
@@ -187,6 +209,23 @@ class FetcherRunnable(threading.Thread):
         info.fetch_offset = info.consumed_offset = offsets[0]
         if write:
             self._on_reset(info, offsets[0])
+
+
+class LeadersFetcherRunnable(FetcherRunnable):
+    """The fetcher of the replicated partitions a member owns: each from its leader, one
+    MultiFetch per leader. A round that fails (leader gone, no leader yet) refreshes the
+    metadata and is tried again after fetcher.backoff.ms, from the same offsets."""
+
+    leader_candidates: Candidates
+
+    def _connect(self) -> ReplicatedConsumer:
+        # leader_wait_ms=0: one try per round; this thread's loop does the waiting, so stop()
+        # is seen within fetcher.backoff.ms.
+        return ReplicatedConsumer(self.leader_candidates, socket_timeout_ms=self._socket_timeout_ms,
+                                  buffer_size=self._buffer_size, leader_wait_ms=0)
+
+    def _source(self) -> str:
+        return "the leaders of replicated partitions"
 
 
 def _error_of(fetched: FetchedMessageSet) -> Exception:

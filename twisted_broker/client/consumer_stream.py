@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from twisted_broker.client.fetched_message_set import FetchedMessageSet
+from twisted_broker.client.replicated_topics import LEADERS
 from twisted_broker.errors import CrcMismatch, InvalidMessage
 from twisted_broker.registry import paths
 from twisted_broker.wire.message import Message
@@ -46,7 +47,7 @@ class MessageAndMetadata(NamedTuple):
     """
 
     topic: str
-    partition: str  # <brokerId>-<partId>
+    partition: str  # <brokerId>-<partId>; <partId> alone for a replicated topic
     offset: int
     next_offset: int
     payload: bytes
@@ -54,11 +55,20 @@ class MessageAndMetadata(NamedTuple):
 
     @property
     def broker_id(self) -> int:
-        return paths.parse_partition_name(self.partition)[0]
+        return split_partition_name(self.partition)[0]
 
     @property
     def partition_id(self) -> int:
-        return paths.parse_partition_name(self.partition)[1]
+        return split_partition_name(self.partition)[1]
+
+
+def split_partition_name(name: str) -> tuple[int, int]:
+    """``(broker id, partition)`` of a group's partition name: 0.7's ``<b>-<p>``, or a
+    replicated topic's bare ``<p>`` (Kafka 0.8's naming), whose broker is LEADERS.
+    Raises ValueError for anything else."""
+    if name.isascii() and name.isdigit():
+        return LEADERS, int(name)
+    return paths.parse_partition_name(name)
 
 
 class PartitionTopicInfo:
@@ -71,7 +81,7 @@ class PartitionTopicInfo:
     def __init__(self, topic: str, partition: str, thread_id: str, stream: "KafkaStream",
                  offset: int | None, committed_offset: int | None) -> None:
         self.topic, self.partition, self.thread_id, self.stream = topic, partition, thread_id, stream
-        self.broker_id, self.partition_id = paths.parse_partition_name(partition)
+        self.broker_id, self.partition_id = split_partition_name(partition)
         self.fetch_offset = offset  # None: resolved by autooffset.reset before the first fetch
         self.consumed_offset = offset
         self.committed_offset = committed_offset

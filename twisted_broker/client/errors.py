@@ -29,6 +29,11 @@ class InvalidPartition(ProducerError):
     """A partitioner returned an index outside ``[0, number of partitions)``."""
 
 
+class LeaderNotAvailable(ConnectionError):
+    """A replicated topic's partition had no leader until the caller's deadline (its replicas
+    are offline). A ConnectionError: callers that retry a lost broker retry this too."""
+
+
 class UnexpectedResponse(ValueError):
     """A broker's response does not fit its request (bad size, wrong count, stray bytes).
 

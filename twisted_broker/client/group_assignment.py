@@ -69,9 +69,17 @@ class AssignmentReader:
         # Steps 1-2 and 4: every member's threads per topic, our topics' partitions, our share.
         my_threads = rebalance.thread_ids_per_topic(self.consumer_id, topic_counts[self.consumer_id])
         consumers = rebalance.consumers_per_topic(topic_counts)
-        partitions = {topic: rebalance.partition_names(registry.topic_partition_counts(topic))
-                      for topic in my_threads}
+        partitions = {topic: self.partition_names(registry, topic) for topic in my_threads}
         return Assignment(rebalance.owned_partitions(my_threads, consumers, partitions), partitions, consumers)
+
+    @staticmethod
+    def partition_names(registry: ConsumerRegistry, topic: str) -> list[str]:
+        """The topic's partition names, sorted as strings: 0.7's ``<b>-<p>`` from
+        /brokers/topics, or a replicated topic's ``0``..``N-1`` from /replication/topics."""
+        counts = registry.topic_partition_counts(topic)
+        if counts:
+            return rebalance.partition_names(counts)
+        return sorted(str(p) for p in range(registry.replicated_partition_count(topic)))
 
     def topic_counts(self, consumer_id: str, subscription: paths.Subscription, topics: list[str]) -> dict[str, int]:
         """0.7's TopicCount of ``consumer_id``'s registration: ``{topic: streams}``; empty

@@ -18,6 +18,20 @@ Compression: ``compression.codec`` applies to the topics in ``compressed.topics`
 topics when that list is empty; each topic-partition batch becomes one wrapper message. 0.7.2's
 sync path ignored ``compressed.topics`` and compressed every topic; here both paths honour it.
 One SyncProducer per broker is made on first use and kept until close().
+
+Replicated topics (docs/replication.md): the first send to a topic asks a broker its metadata
+(client/replicated_topics.py), which creates an unknown topic when the brokers'
+``default.replication.factor`` is above 1. A 0.7 topic (error 3, or a broker that is not
+ours) takes the path above, unchanged. A replicated topic's partitions are 0..N-1 (no broker
+in the name): ``partitioner(key, N)``, or random for a None key, in both modes. Each send is a
+ProduceAck request to the partition's leader with ``request.required.acks`` and
+``request.timeout.ms``; error 6 (not leader), 3, 7 (timed out) or a lost connection refresh the
+metadata and send again, waiting while the partition has no leader, for up to
+``socket.timeout.ms`` in all. Delivery is at least once: a set the old leader appended before
+it died may be sent again to the new one. Error 19/20 (fewer in-sync replicas than
+``min.insync.replicas``) raises NotEnoughReplicas(AfterAppend) at once, naming the partition
+and its ISR. In async mode the send thread does the same per batch, and
+``num.retries`` resends a batch that failed.
 """
 
 from __future__ import annotations
@@ -33,6 +47,8 @@ from twisted_broker.client.broker_partition_info import BrokerPartitionInfo, Con
 from twisted_broker.client.encoders import Encoder, load_encoder
 from twisted_broker.client.errors import InvalidPartition, NoBrokersForPartition, ProducerClosed
 from twisted_broker.client.partitioners import JAVA_PARTITIONERS, Partitioner, load_partitioner
+from twisted_broker.client.leader_sender import LeaderSender
+from twisted_broker.client.replicated_topics import LEADERS, Address, ReplicatedTopic
 from twisted_broker.client.sync_producer import SyncProducer
 from twisted_broker.config import ConfigError, ProducerConfig
 from twisted_broker.errors import MessageSizeTooLarge
@@ -75,8 +91,14 @@ class Producer:
         if config.event_handler or config.callback_handler:
             log.warning("event.handler and callback.handler name Java classes; pass before_send "
                         "and after_send callables to Producer instead (ignored)")
+        if config.request_required_acks not in (-1, 0, 1):
+            raise ConfigError(f"request.required.acks must be -1, 0 or 1, not {config.request_required_acks}")
         self._config = config
         self._info = broker_partition_info
+        self._leaders = LeaderSender(self._sync_producer_at, self._metadata_candidates,
+                                     required_acks=config.request_required_acks,
+                                     timeout_ms=config.request_timeout_ms,
+                                     give_up_after_ms=config.socket_timeout_ms)
         self._encoder = load_encoder(encoder if encoder is not None else config.serializer_class)
         self._partitioner = load_partitioner(partitioner if partitioner is not None else config.partitioner_class)
         self._compressed_topics = frozenset(config.compressed_topics)
@@ -113,6 +135,14 @@ class Producer:
                 raise MessageSizeTooLarge(position, len(payload), limit)
             position += 10 + len(payload)
         if not payloads:
+            return
+        replicated = self._replicated(topic)
+        if replicated is not None:
+            partition = self._choose_replicated_partition(replicated, key)
+            if self._async is not None:
+                self._async.enqueue([QueueItem(topic, LEADERS, partition, bytes(payload)) for payload in payloads])
+            else:
+                self._leaders.send([(topic, partition, self._message_set(topic, payloads))])
             return
         broker_id, partition = self._choose_partition(topic, key)
         if self._async is not None:
@@ -162,6 +192,33 @@ class Producer:
                 self._info.refresh()
         raise NoBrokersForPartition(f"no live broker for topic {topic} after {attempts} attempts")
 
+    # -- replicated topics -----------------------------------------------------------------
+
+    def _replicated(self, topic: str) -> ReplicatedTopic | None:
+        """The topic's metadata; None for a 0.7 topic. A topic registered under
+        /brokers/topics is 0.7 without asking (no metadata request on 0.7's path)."""
+        if not hasattr(self._info, "brokers"):
+            return None  # an info that cannot list its brokers (a stand-in) knows 0.7 topics only
+        registered = getattr(self._info, "registered_0_7", None)
+        if registered is not None and registered(topic):
+            return None
+        if not self._info.brokers():
+            return None  # nobody to ask: 0.7's path says NoBrokersForPartition
+        return self._leaders.topic(topic)
+
+    def _choose_replicated_partition(self, topic: ReplicatedTopic, key: Any) -> int:
+        count = topic.partition_count
+        if key is None:
+            return self._rng.randrange(count) if count > 1 else 0
+        index = self._partitioner(key, count)
+        if not 0 <= index < count:
+            raise InvalidPartition(f"partitioner returned {index} for {count} partitions of {topic.topic}")
+        return index
+
+    def _metadata_candidates(self) -> list[tuple[int, Address]]:
+        """The brokers a metadata question may go to: the registry's (or broker.list's)."""
+        return list(self._info.brokers().items())
+
     def _message_set(self, topic: str, payloads: Iterable[bytes]) -> bytes:
         codec = self._config.compression_codec
         if codec != NO_COMPRESSION and self._compressed_topics and topic not in self._compressed_topics:
@@ -169,7 +226,11 @@ class Producer:
         return encode_compressed_message_set(payloads, codec)
 
     def _send_to_broker(self, broker_id: int, produces: list[tuple[str, int, list[bytes]]]) -> None:
-        """The async send thread's MultiProduce to one broker."""
+        """The async send thread's MultiProduce to one broker (LEADERS: to the leaders)."""
+        if broker_id == LEADERS:
+            self._leaders.send([(topic, partition, self._message_set(topic, payloads))
+                                for topic, partition, payloads in produces])
+            return
         self._sync_producer(broker_id).multi_send(
             (topic, partition, self._message_set(topic, payloads)) for topic, partition, payloads in produces)
 
@@ -178,6 +239,10 @@ class Producer:
             address = self._info.broker(broker_id)
         except KeyError:
             raise NoBrokersForPartition(f"broker {broker_id} is not registered") from None
+        return self._sync_producer_at(broker_id, address)
+
+    def _sync_producer_at(self, broker_id: int, address: Address) -> SyncProducer:
+        address = tuple(address)
         stale = None
         with self._lock:
             known_address, producer = self._sync_producers.get(broker_id, (None, None))

@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from twisted_broker.client.connection import BrokerConnection
 from twisted_broker.client.errors import UnexpectedResponse, error_for_code
 from twisted_broker.client.fetched_message_set import FetchedMessageSet, decode_multifetch_response
+from twisted_broker.client.replicated_topics import request_metadata
+from twisted_broker.wire.replication import Metadata
 from twisted_broker.wire.requests import FetchRequest, MultiFetchRequest, OffsetRequest, encode_request
 from twisted_broker.wire.responses import NO_ERROR, decode_offsets
 
@@ -26,12 +28,14 @@ EARLIEST_TIME = -2
 
 class SimpleConsumer:
     """A consumer of ``host:port``; it connects on first use, with ``socket_timeout_ms`` as the
-    connect timeout too, and a ``buffer_size`` socket receive buffer (socket.buffersize)."""
+    connect timeout too (unless ``connect_timeout_ms`` is given), and a ``buffer_size`` socket
+    receive buffer (socket.buffersize)."""
 
     def __init__(self, host: str, port: int, socket_timeout_ms: int = 30000,
-                 buffer_size: int = 65536) -> None:
+                 buffer_size: int = 65536, *, connect_timeout_ms: int | None = None) -> None:
         self.host, self.port = host, port
-        self._connection = BrokerConnection(host, port, connect_timeout_ms=socket_timeout_ms,
+        connect_timeout_ms = socket_timeout_ms if connect_timeout_ms is None else connect_timeout_ms
+        self._connection = BrokerConnection(host, port, connect_timeout_ms=connect_timeout_ms,
                                             socket_timeout_ms=socket_timeout_ms,
                                             receive_buffer_bytes=buffer_size)
         self._lock = threading.Lock()
@@ -77,6 +81,13 @@ class SimpleConsumer:
                 return decode_offsets(body)
             except ValueError as exc:  # Truncated
                 raise UnexpectedResponse(f"malformed offsets response: {exc}") from None
+
+    def metadata(self, topics: Sequence[str]) -> Metadata | None:
+        """The metadata of ``topics`` (replicated_topics.request_metadata): None if this
+        broker is not ours. Asking creates an unknown topic on a cluster whose
+        default.replication.factor is above 1. Raises ConnectionError, TimeoutError."""
+        with self._lock:
+            return request_metadata(self._connection, topics)
 
     def close(self) -> None:
         """Close the connection; a later call opens a new one."""

@@ -14,8 +14,13 @@ import threading
 from collections.abc import Iterable
 
 from twisted_broker.client.connection import BrokerConnection
+from twisted_broker.client.errors import UnexpectedResponse
+from twisted_broker.client.replicated_topics import request_metadata
 from twisted_broker.wire.message_set import scan
 from twisted_broker.wire.primitives import Buffer
+from twisted_broker.wire.replication import (
+    Metadata, ProduceAckRequest, decode_produce_acks, encode_replication_request,
+)
 from twisted_broker.wire.requests import MultiProduceRequest, ProduceRequest, encode_request
 
 RANDOM_PARTITION = -1  # 0.7's ProducerRequest.RandomPartition: the broker picks one
@@ -62,6 +67,37 @@ class SyncProducer:
         for request in requests:
             self._check_sizes(request.messages)
         self._send(encode_request(MultiProduceRequest(requests)))
+
+    def send_acked(self, produces: Iterable[tuple[str, int, Buffer]], *, required_acks: int,
+                   timeout_ms: int) -> list[tuple[str, int, int, int]]:
+        """Send ``(topic, partition, message set)`` triples as one ProduceAck request (to the
+        leaders of replicated topics) and return the broker's ``(topic, partition, error,
+        offset)`` per triple; ``[]`` for ``required_acks`` 0, which has no answer.
+
+        Raises as send(); a resend after a broken connection may append the sets twice.
+        """
+        requests = tuple(ProduceRequest(topic, partition, message_set) for topic, partition, message_set in produces)
+        for request in requests:
+            self._check_sizes(request.messages)
+        data = encode_replication_request(ProduceAckRequest(required_acks, timeout_ms, MultiProduceRequest(requests)))
+        with self._lock:
+            if required_acks == 0:
+                self._connection.send(data)
+                return []
+            error, body = self._connection.request(data)
+            try:
+                answers = decode_produce_acks(body)
+            except ValueError as exc:  # Truncated
+                raise UnexpectedResponse(f"malformed produce-ack answer from {self}: {exc}") from None
+        if error or len(answers) != len(requests):
+            raise UnexpectedResponse(f"{self} answered {len(answers)} parts (error {error}) to {len(requests)}")
+        return answers
+
+    def metadata(self, topics: Iterable[str]) -> Metadata | None:
+        """The brokers' metadata of ``topics`` (replicated_topics.request_metadata): None if
+        this broker is not ours (a Kafka 0.7 broker). Raises ConnectionError, TimeoutError."""
+        with self._lock:
+            return request_metadata(self._connection, topics)
 
     def close(self) -> None:
         """Close the connection; a later send opens a new one."""

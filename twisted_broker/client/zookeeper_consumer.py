@@ -15,6 +15,14 @@ partition's **consumed offset** to that message's ``next_offset`` (spec 3.5), an
 (``autocommit.interval.ms``, ``commit_offsets()``, before each rebalance, at shutdown) write
 the consumed offsets to ``/consumers/<g>/offsets/<t>/<b>-<p>``. Delivery is at least once.
 
+Replicated topics (docs/replication.md): their partitions come from ``/replication/topics/<t>``
+(watched), named by number alone (``/consumers/<g>/owners/<t>/<p>``, ``offsets/<t>/<p>``,
+Kafka 0.8's naming), and are sorted for the range assignment as strings like 0.7's names
+(``"10" < "2"``): every member of our groups computes the same, and a Kafka 0.8 consumer,
+which sorts numbers, cannot share the group anyway (it reads 0.8's ``/brokers/topics`` JSON,
+which we do not write). One fetcher thread reads them all from their leaders and follows a
+leader change without a rebalance (client/consumer_fetcher.py).
+
 A change of the group's members, of a subscribed topic's brokers, or (for a filter) of the
 topic list wakes the rebalance thread; rebalances run there only, one at a time, events that
 arrive meanwhile coalescing into one more. A rebalance (spec 5.5) reads the group and computes
@@ -48,7 +56,7 @@ from concurrent.futures import Future
 
 from twisted_broker.client.consumer_fetcher import Fetcher
 from twisted_broker.client.consumer_stream import (  # re-exported: the connector's public names
-    ConsumerTimeout, KafkaStream, MessageAndMetadata, PartitionTopicInfo,
+    ConsumerTimeout, KafkaStream, MessageAndMetadata, PartitionTopicInfo, split_partition_name,
 )
 from twisted_broker.client.group_assignment import AssignmentReader
 from twisted_broker.client.simple_consumer import EARLIEST_TIME, LATEST_TIME
@@ -103,7 +111,7 @@ class ZookeeperConsumerConnector:
                                 socket_timeout_ms=config.socket_timeout_ms, buffer_size=config.socket_buffersize,
                                 reset_time=EARLIEST_TIME if config.autooffset_reset == "smallest" else LATEST_TIME,
                                 lookup_address=self._broker_address,
-                                on_reset=self._write_reset_offset)
+                                on_reset=self._write_reset_offset, leader_candidates=self._live_brokers)
         self._expired = False
         self._needs_registration = False
         self._wake = threading.Event()
@@ -334,7 +342,7 @@ class ZookeeperConsumerConnector:
             infos = {}
             for (topic, partition), thread in decision.items():
                 committed = registry.read_offset(topic, partition)
-                broker_id, partition_id = paths.parse_partition_name(partition)
+                broker_id, partition_id = split_partition_name(partition)
                 offset = committed if committed is not None else self._fetcher.initial_offset(
                     topic, partition_id, brokers.get(broker_id))
                 infos[(topic, partition)] = PartitionTopicInfo(
@@ -379,6 +387,15 @@ class ZookeeperConsumerConnector:
         except RegistryError as exc:
             log.warning("looking up broker %d failed: %s", broker_id, exc)
             return None
+
+    def _live_brokers(self) -> list[tuple[int, tuple[str, int]]]:  # fetcher threads
+        """The registered brokers, to ask where replicated partitions lead ([] if ZooKeeper
+        cannot say now: the fetcher tries again)."""
+        try:
+            return list(self._registry.brokers().items())
+        except RegistryError as exc:
+            log.warning("listing the brokers failed: %s", exc)
+            return []
 
     def _write_reset_offset(self, info: PartitionTopicInfo, offset: int) -> None:  # fetcher threads
         try:

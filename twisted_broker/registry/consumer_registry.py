@@ -33,6 +33,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import EventType, KazooState
 
 from twisted_broker.registry import paths
+from twisted_broker.replication import paths as replication_paths
 
 log = logging.getLogger(__name__)
 
@@ -163,14 +164,19 @@ class ConsumerRegistry:
     # -- brokers ---------------------------------------------------------------------------------
 
     def topics(self, *, watch: bool) -> list[str]:
-        """Children of ``/brokers/topics`` (none if it does not exist yet)."""
+        """Children of ``/brokers/topics`` and of ``/replication/topics`` (replicated topics),
+        sorted (none if neither exists yet)."""
+        found: set[str] = set()
         with _translated("listing topics"):
-            if watch:
-                return self._children_watched(paths.BROKER_TOPICS)
-            try:
-                return self._wait(self._client.get_children_async(paths.BROKER_TOPICS))
-            except NoNodeError:
-                return []
+            for path in (paths.BROKER_TOPICS, replication_paths.TOPICS):
+                if watch:
+                    found.update(self._children_watched(path))
+                    continue
+                try:
+                    found.update(self._wait(self._client.get_children_async(path)))
+                except NoNodeError:
+                    pass
+        return sorted(found)
 
     def topic_partition_counts(self, topic: str) -> dict[str, int]:
         """``{broker node name: partition count}`` under ``/brokers/topics/<topic>``, whose
@@ -184,6 +190,20 @@ class ConsumerRegistry:
                 if value is not None:  # None: the broker just left; its watch fires
                     counts[broker] = paths.decode_partition_count(value)
             return counts
+
+    def replicated_partition_count(self, topic: str) -> int:
+        """The partition count of a replicated topic, from ``/replication/topics/<topic>``,
+        watched (or its creation); 0 if it is not replicated. Raises RegistryError, or
+        ValueError for a value that does not parse."""
+        path = replication_paths.topic_path(topic)
+        with _translated(f"reading {path}"):
+            while True:
+                try:
+                    value, _stat = self._wait(self._client.get_async(path, watch=self._watch))
+                    return replication_paths.TopicAssignment.decode(value).partition_count
+                except NoNodeError:
+                    if self._wait(self._client.exists_async(path, watch=self._watch)) is None:
+                        return 0
 
     def brokers(self) -> dict[int, tuple[str, int]]:
         """``{broker id: (host, port)}`` of the registered brokers (not watched: 0.7 reads the

@@ -107,6 +107,17 @@ class ZkBrokerPartitionInfo:
         with self._lock:
             return self._brokers[broker_id]
 
+    def brokers(self) -> dict[int, tuple[str, int]]:
+        """The live brokers, ``{id: (host, port)}`` (any thread; from memory)."""
+        with self._lock:
+            return dict(self._brokers)
+
+    def registered_0_7(self, topic: str) -> bool:
+        """Whether some broker registered ``topic`` under /brokers/topics: a 0.7 topic
+        (replicated topics are never registered there)."""
+        with self._lock:
+            return bool(self._registered.get(topic))
+
     def refresh(self) -> None:
         """Re-read brokers and topics now (blocks the caller; the producer calls it when a
         broker it chose is unknown). ZooKeeper errors are logged, the old view kept."""

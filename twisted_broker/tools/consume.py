@@ -25,9 +25,11 @@ import signal
 import sys
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import BinaryIO
 
 from twisted_broker.client.fetched_message_set import FetchedMessageSet
+from twisted_broker.client.replicated_consumer import ReplicatedConsumer
 from twisted_broker.client.simple_consumer import EARLIEST_TIME, LATEST_TIME
 from twisted_broker.config import ConsumerConfig
 from twisted_broker.errors import InvalidFetchSize, InvalidMessage, KafkaError, OffsetOutOfRange
@@ -100,28 +102,47 @@ def _progress() -> Progress:
 # -- without a group ----------------------------------------------------------------------------
 
 def _consume_directly(args: argparse.Namespace) -> int:
-    out = sys.stdout.buffer
-    remaining = args.max_messages
-    with cluster.Consumers() as consumers, _progress() as progress:
+    replicated = _replicated_consumer(args)
+    if replicated is not None:
+        with replicated:
+            return _consume_replicated(args, replicated)
+    with cluster.Consumers() as consumers:
         targets = cluster.topic_partitions(args, args.topic, consumers, args.partition)
-        if args.offset is not None and len(targets) != 1:
-            raise UsageError(f"--offset needs one partition, and topic {args.topic} has "
-                             f"{len(targets)}: give --partition BROKER-P")
-        positions = {target: _start_offset(args, consumers, target) for target in targets}
         by_broker: dict[tuple[str, int], list[cluster.BrokerPartition]] = {}
         for target in targets:
             by_broker.setdefault((target.host, target.port), []).append(target)
-        last_message = time.monotonic()
-        while remaining is None or remaining > 0:
-            count = 0
+
+        def fetch_round(positions):
             for (host, port), broker_targets in by_broker.items():
                 requests = [FetchRequest(args.topic, target.partition, positions[target], args.fetch_size)
                             for target in broker_targets]
-                for target, fetched in zip(broker_targets, consumers.get(host, port).multifetch(requests)):
-                    limit = None if remaining is None else remaining - count
-                    payloads, positions[target] = _payloads(fetched, target, limit, consumers)
-                    write_payloads(out, payloads, args.binary)
-                    count += len(payloads)
+                yield from zip(broker_targets, consumers.get(host, port).multifetch(requests))
+
+        def offsets(target, time_):
+            return consumers.of(target).get_offsets_before(args.topic, target.partition, time_, 1)
+
+        return _read_loop(args, targets, fetch_round, offsets, "BROKER-P")
+
+
+def _read_loop(args: argparse.Namespace, targets: list, fetch_round, offsets, partition_form: str) -> int:
+    """Print what ``fetch_round(positions)`` brings, round after round, until --max-messages
+    or --timeout-ms. ``targets`` have ``name`` and ``partition``; ``fetch_round`` yields
+    ``(target, fetched set)``; ``offsets(target, time)`` is get_offsets_before's answer."""
+    out = sys.stdout.buffer
+    remaining = args.max_messages
+    if args.offset is not None and len(targets) != 1:
+        raise UsageError(f"--offset needs one partition, and topic {args.topic} has "
+                         f"{len(targets)}: give --partition {partition_form}")
+    positions = {target: _start_offset(args, offsets, target) for target in targets}
+    with _progress() as progress:
+        last_message = time.monotonic()
+        while remaining is None or remaining > 0:
+            count = 0
+            for target, fetched in fetch_round(positions):
+                limit = None if remaining is None else remaining - count
+                payloads, positions[target] = _payloads(fetched, target, limit, offsets)
+                write_payloads(out, payloads, args.binary)
+                count += len(payloads)
             out.flush()
             progress.add(count)
             if remaining is not None:
@@ -135,16 +156,14 @@ def _consume_directly(args: argparse.Namespace) -> int:
     return 0
 
 
-def _start_offset(args: argparse.Namespace, consumers: cluster.Consumers, target: cluster.BrokerPartition) -> int:
+def _start_offset(args: argparse.Namespace, offsets, target) -> int:
     if args.offset is not None:
         return args.offset
-    time_ = EARLIEST_TIME if args.from_beginning else LATEST_TIME
-    offsets = consumers.of(target).get_offsets_before(args.topic, target.partition, time_, 1)
-    return offsets[0] if offsets else 0
+    found = offsets(target, EARLIEST_TIME if args.from_beginning else LATEST_TIME)
+    return found[0] if found else 0
 
 
-def _payloads(fetched: FetchedMessageSet, target: cluster.BrokerPartition, limit: int | None,
-              consumers: cluster.Consumers) -> tuple[list[memoryview], int]:
+def _payloads(fetched: FetchedMessageSet, target, limit: int | None, offsets) -> tuple[list[memoryview], int]:
     """The payloads of one fetched set (at most ``limit``) and the offset to fetch next.
 
     Raises CommandError for an offset out of range, or a message that is malformed, fails its
@@ -164,9 +183,7 @@ def _payloads(fetched: FetchedMessageSet, target: cluster.BrokerPartition, limit
             if limit is not None and len(payloads) == limit:
                 return payloads, next_offset
     except OffsetOutOfRange:
-        consumer = consumers.of(target)
-        earliest = consumer.get_offsets_before(fetched.topic, target.partition, EARLIEST_TIME, 1)
-        latest = consumer.get_offsets_before(fetched.topic, target.partition, LATEST_TIME, 1)
+        earliest, latest = offsets(target, EARLIEST_TIME), offsets(target, LATEST_TIME)
         raise CommandError(f"offset {fetched.offset} is out of range for {where}: "
                            f"its messages are at offsets {earliest[0]} to {latest[0]}") from None
     except InvalidMessage as exc:  # positions count from the start of the fetched set
@@ -175,6 +192,66 @@ def _payloads(fetched: FetchedMessageSet, target: cluster.BrokerPartition, limit
     except InvalidFetchSize as exc:
         raise CommandError(f"{exc} {hint}") from None
     return payloads, fetched.next_offset
+
+
+# -- replicated topics ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _ReplicatedPartition:
+    partition: int
+
+    @property
+    def name(self) -> str:
+        return str(self.partition)  # Kafka 0.8's name: no broker in it
+
+
+def _replicated_consumer(args: argparse.Namespace) -> ReplicatedConsumer | None:
+    """A ReplicatedConsumer if the topic is replicated; None for a 0.7 topic. With --zk, a
+    topic registered under /brokers/topics is 0.7 without asking a broker; asking creates an
+    unknown topic where default.replication.factor is above 1, as a producer's first send."""
+    if args.zk:
+        with cluster.cluster_view(args.zk) as view:
+            if view.topic_brokers(args.topic):
+                return None
+            brokers = [(broker_id, (info.host, info.port)) for broker_id, info in view.brokers().items()]
+    else:
+        brokers = list(args.broker_list.items())
+    if not brokers:
+        return None  # 0.7's path says there is no broker
+    consumer = ReplicatedConsumer(lambda: brokers, socket_timeout_ms=cluster.SOCKET_TIMEOUT_MS)
+    try:
+        if consumer.topic(args.topic) is not None:
+            return consumer
+    except BaseException:
+        consumer.close()
+        raise
+    consumer.close()
+    return None
+
+
+def _consume_replicated(args: argparse.Namespace, consumer: ReplicatedConsumer) -> int:
+    """Read a replicated topic's partitions from their leaders, following leader changes."""
+    topic = consumer.topic(args.topic)
+    choice = args.partition
+    if choice is not None and choice.broker_id is not None:
+        raise UsageError(f"topic {args.topic} is replicated: its partitions are numbered 0..N-1, "
+                         f"give --partition P")
+    targets = [_ReplicatedPartition(p) for p in range(topic.partition_count)
+               if choice is None or choice.partition == p]
+    if not targets:
+        raise CommandError(f"topic {args.topic} has no partition {choice.partition} "
+                           f"(it has {topic.partition_count})")
+
+    def fetch_round(positions):
+        requests = [FetchRequest(args.topic, target.partition, positions[target], args.fetch_size)
+                    for target in targets]
+        return zip(targets, consumer.multifetch(requests))
+
+    def offsets(target, time_):
+        return consumer.get_offsets_before(args.topic, target.partition, time_, 1)
+
+    return _read_loop(args, targets, fetch_round, offsets, "P")
 
 
 # -- as a group member -------------------------------------------------------------------------

@@ -14,6 +14,11 @@ Where an entry goes on the target: one of the target's partitions of its topic (
 ZooKeeper registry), picked by a hash of the source partition's name, so one source
 partition's messages stay in order on one target partition. With ``--to-broker-list`` the
 hash picks a listed broker, which picks the partition itself (0.7's partition -1).
+A replicated target topic (its metadata says so; asking creates a new one where the target's
+default.replication.factor is above 1) takes target partition ``hash % N`` of its 0..N-1,
+sent to that partition's leader with acks from every in-sync replica, following leader changes
+(client/leader_sender.py). Replicated source topics are read from their leaders by the group
+consumer.
 
 Offsets: each thread commits its connector's consumed offsets itself, at most every
 ``COMMIT_INTERVAL_S`` and only right after its sends, so a committed offset never covers an
@@ -36,6 +41,7 @@ import time
 import zlib
 
 from twisted_broker.client.broker_partition_info import ConfigBrokerPartitionInfo
+from twisted_broker.client.leader_sender import LeaderSender
 from twisted_broker.client.sync_producer import SyncProducer
 from twisted_broker.client.topic_filter import Blacklist, TopicFilter, Whitelist
 from twisted_broker.config import ConsumerConfig
@@ -102,6 +108,8 @@ class Target:
             self._info = ConfigBrokerPartitionInfo(cluster.broker_list_text(args.to_broker_list))
         self._producers: dict[tuple[str, int], SyncProducer] = {}
         self._lock = threading.Lock()
+        self._leaders = LeaderSender(lambda _broker_id, address: self._producer(address),
+                                     lambda: self._info.brokers().items())
 
     def send(self, topic: str, source_partition: str, message_set: bytes) -> None:
         """Send one message set to the target partition of ``source_partition``.
@@ -109,6 +117,11 @@ class Target:
         Raises CommandError when the target has no broker for the topic, ConnectionError and
         the SyncProducer's other errors when the send fails.
         """
+        replicated = None if self._registered_0_7(topic) else self._leaders.topic(topic)
+        if replicated is not None:
+            partition = target_index(topic, source_partition, replicated.partition_count)
+            self._leaders.send([(topic, partition, message_set)])
+            return
         partitions = self._info.partitions(topic)
         if not partitions:
             raise CommandError(f"the target cluster has no live broker for topic {topic}")
@@ -117,11 +130,18 @@ class Target:
             address = self._info.broker(broker_id)
         except KeyError:
             raise ConnectionError(f"target broker {broker_id} is no longer registered") from None
+        self._producer(address).send(topic, partition, message_set)
+
+    def _registered_0_7(self, topic: str) -> bool:
+        return self._registry is not None and self._registry.registered_0_7(topic)
+
+    def _producer(self, address: tuple[str, int]) -> SyncProducer:
+        address = tuple(address)
         with self._lock:
             producer = self._producers.get(address)
             if producer is None:
                 producer = self._producers[address] = SyncProducer(*address)
-        producer.send(topic, partition, message_set)
+            return producer
 
     def close(self) -> None:
         for producer in self._producers.values():

@@ -36,21 +36,21 @@ def fetched(message_set: bytes, offset: int = 100, error: int = 0) -> FetchedMes
 
 def test_a_set_gives_its_payloads_and_the_offset_after_its_complete_entries():
     data = encode_message_set([b"x", b"yy"]) + encode_message_set([b"partial"])[:-3]
-    payloads, next_offset = _payloads(fetched(data), TARGET, None, consumers=None)
+    payloads, next_offset = _payloads(fetched(data), TARGET, None, offsets=None)
     assert [bytes(p) for p in payloads] == [b"x", b"yy"]
     assert next_offset == 100 + 11 + 12
 
 
 def test_a_limit_stops_inside_the_set_at_that_message():
     data = encode_message_set([b"x", b"yy", b"zzz"])
-    payloads, next_offset = _payloads(fetched(data), TARGET, 2, consumers=None)
+    payloads, next_offset = _payloads(fetched(data), TARGET, 2, offsets=None)
     assert ([bytes(p) for p in payloads], next_offset) == ([b"x", b"yy"], 100 + 11 + 12)
-    assert _payloads(fetched(data), TARGET, 0, consumers=None) == ([], 100)
+    assert _payloads(fetched(data), TARGET, 0, offsets=None) == ([], 100)
 
 
 def test_compressed_wrappers_are_expanded():
     data = encode_compressed_message_set([b"a", b"b", b"c"], GZIP)
-    payloads, next_offset = _payloads(fetched(data), TARGET, None, consumers=None)
+    payloads, next_offset = _payloads(fetched(data), TARGET, None, offsets=None)
     assert [bytes(p) for p in payloads] == [b"a", b"b", b"c"]
     assert next_offset == 100 + len(data)
 
@@ -59,14 +59,14 @@ def test_a_corrupt_message_fails_and_asks_about_the_start_offset():
     data = bytearray(encode_message_set([b"hello"]))
     data[-1] ^= 1
     with pytest.raises(CommandError, match="t 0-0: the message at offset 100 fails its CRC.*message boundary"):
-        _payloads(fetched(bytes(data)), TARGET, None, consumers=None)
+        _payloads(fetched(bytes(data)), TARGET, None, offsets=None)
     bad_magic = bytearray(encode_message_set([b"x", b"y"]))
     bad_magic[11 + 4] = 7
     with pytest.raises(CommandError, match="invalid message at offset 111: magic byte 7"):
-        _payloads(fetched(bytes(bad_magic)), TARGET, None, consumers=None)
+        _payloads(fetched(bytes(bad_magic)), TARGET, None, offsets=None)
     misaligned = struct.pack(">i", 100000) + b"\x01" * 20  # a "length" from inside a payload
     with pytest.raises(CommandError, match="fetch size.*message boundary"):
-        _payloads(fetched(misaligned), TARGET, None, consumers=None)
+        _payloads(fetched(misaligned), TARGET, None, offsets=None)
 
 
 @pytest.mark.parametrize("argv, status, fragment", [
