@@ -46,6 +46,8 @@ from twisted_broker.wire.responses import NO_ERROR
 log = logging.getLogger(__name__)
 
 NOT_REPLICATED = 3  # a topic's error in a metadata answer: a 0.7 topic
+_CANNOT_CREATE = {17: "its name is not a valid topic name",
+                  38: "the brokers' default.replication.factor is larger than the live brokers"}
 NO_LEADER = -1
 # The broker id clients file a replicated topic's partitions under (the async producer's queue,
 # the group consumer's fetchers): whoever leads each one when it is sent or fetched.
@@ -84,6 +86,9 @@ def replicated_topic(metadata: Metadata, topic: str) -> ReplicatedTopic | None:
             continue
         if answer.error == NOT_REPLICATED:
             return None
+        if answer.error in _CANNOT_CREATE:
+            raise UnknownError(f"topic {topic} cannot be created: {_CANNOT_CREATE[answer.error]} "
+                               f"(metadata error {answer.error})")
         if answer.error != NO_ERROR:
             raise UnknownError(f"metadata of topic {topic}: error code {answer.error}")
         partitions = tuple(sorted(answer.partitions, key=lambda p: p.partition))

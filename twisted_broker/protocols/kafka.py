@@ -78,6 +78,7 @@ class KafkaServerProtocol(Protocol):
         # fetch.wait.max.ms (server/held_fetch.py); needs the clock.
         self._fetch_wait_s = fetch_wait_max_ms / 1000 if clock is not None else 0.0
         self._held: HeldFetch | None = None
+        self._answering = False  # inside _answer: a Deferred answer that fires now must not resume
 
     def connectionMade(self) -> None:
         if self.factory is not None:
@@ -211,7 +212,11 @@ class KafkaServerProtocol(Protocol):
             return
         if isinstance(pieces, Deferred):  # replication's waiting answers: in order, like a held fetch
             self._busy = True
+            # An answer ready at once is written here, and _serve's loop goes on: resuming from
+            # inside it would recurse once per pipelined request.
+            self._answering = True
             pieces.addCallbacks(lambda ready: self._answer_later(request, started, ready), self._answer_failed)
+            self._answering = False
             return
         self._respond(request, started, pieces)
 
@@ -226,7 +231,7 @@ class KafkaServerProtocol(Protocol):
             self._answer(request, started)
         else:
             self._respond(request, started, pieces)
-        if not self._busy:
+        if not self._busy and not self._answering:
             self._resume(False)
 
     def _answer_failed(self, failure) -> None:

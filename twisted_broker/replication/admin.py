@@ -24,6 +24,10 @@ from twisted_broker.storage.topic_name import check_topic_name
 POLL_S = 0.05
 
 
+class Kafka07Topic(AssignmentError):
+    """The name is a 0.7 topic's (registered under /brokers/topics): it cannot be replicated."""
+
+
 def plan_topic(topic: str, *, partitions: int, replication_factor: int, live_brokers: Collection[int],
                start: int | None = None) -> TopicAssignment:
     """The assignment of a new topic. Raises InvalidTopic or AssignmentError."""
@@ -41,7 +45,7 @@ def create_replicated_topic(zk: ZooKeeper, topic: str, *, partitions: int, repli
     assignment = plan_topic(topic, partitions=partitions, replication_factor=replication_factor,
                             live_brokers=live_brokers)
     if (yield zk.exists(registry_paths.topic_path(topic))) is not None:
-        raise AssignmentError(f"{topic!r} is a 0.7 topic (registered under {registry_paths.BROKER_TOPICS})")
+        raise Kafka07Topic(f"{topic!r} is a 0.7 topic (registered under {registry_paths.BROKER_TOPICS})")
     try:
         yield zk.create(paths.topic_path(topic), assignment.encode())
     except NodeExistsError:

@@ -67,6 +67,7 @@ class ReplicaManager:
         self.on_follow: Callable[[Replica], object] = lambda replica: None
         # Followers' fetches held for new data (server/replication_requests.py): woken by appends.
         self.fetch_waiters: list[Callable[[], object]] = []
+        self._fetch_wake = None  # the pending call that wakes them
         self._tick = LoopingCall(self._tick_leaders)
         self._checkpoint = LoopingCall(self.checkpoint_high_watermarks)
         # Figures for /metrics and the debug port.
@@ -279,7 +280,7 @@ class ReplicaManager:
         """The broker appended to a leader's log."""
         if replica.leader is not None:
             self._apply(replica, replica.leader.appended(self._leader_end(replica)))
-        self._wake_fetch_waiters()
+        self._schedule_fetch_wake()
 
     def _leader_end(self, replica: Replica) -> int:
         return replica.log.flushed_end if self.count_flushed else replica.log.written_end
@@ -316,11 +317,17 @@ class ReplicaManager:
 
     # -- follower requests (served by the leader) -----------------------------------------------
 
+    def _schedule_fetch_wake(self) -> None:
+        # After this reactor step, not inside each append: one answer to a waiting follower
+        # then carries everything the step appended (many produce requests arrive per read).
+        if self.fetch_waiters and self._fetch_wake is None:
+            self._fetch_wake = self.clock.callLater(0, self._wake_fetch_waiters)
+
     def _wake_fetch_waiters(self) -> None:
-        if self.fetch_waiters:
-            waiters, self.fetch_waiters = self.fetch_waiters, []
-            for wake in waiters:
-                wake()
+        self._fetch_wake = None
+        waiters, self.fetch_waiters = self.fetch_waiters, []
+        for wake in waiters:
+            wake()
 
     def follower_fetch(self, replica_id: int, topic: str, partition: int, leader_epoch: int, offset: int,
                        flushed_offset: int):

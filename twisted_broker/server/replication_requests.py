@@ -13,10 +13,11 @@ import logging
 import random
 
 from twisted.internet.defer import Deferred, DeferredList, inlineCallbacks
+from twisted.internet.task import deferLater
 
 from twisted_broker.errors import InvalidMessage, InvalidTopic, KafkaError, MessageSizeTooLarge, UnknownError
 from twisted_broker.replication import paths as replication_paths
-from twisted_broker.replication.admin import create_replicated_topic, wait_for_leaders
+from twisted_broker.replication.admin import Kafka07Topic, create_replicated_topic, wait_for_leaders
 from twisted_broker.replication.assignment import AssignmentError
 from twisted_broker.replication.errors import RequestTimedOut
 from twisted_broker.replication.replica import Replica
@@ -33,7 +34,10 @@ log = logging.getLogger(__name__)
 
 UNKNOWN_TOPIC_OR_PARTITION = 3
 NOT_REPLICATED = 3  # a metadata answer for a 0.7 topic: its partitions are per broker
+INVALID_TOPIC = 17  # Kafka's INVALID_TOPIC_EXCEPTION
+INVALID_REPLICATION_FACTOR = 38  # Kafka's: more replicas asked than live brokers
 TOPIC_CREATION_WAIT_S = 5.0
+CREATION_RETRY_S = 0.2
 
 
 class ReplicationRequests:
@@ -117,9 +121,10 @@ class ReplicationRequests:
 
     # -- produce with acknowledgements ----------------------------------------------------------
 
-    @inlineCallbacks
-    def produce_ack(self, request: ProduceAckRequest, append_0_7) -> list:
-        """``append_0_7(produce)`` appends a part for a 0.7 topic (acknowledged once appended)."""
+    def produce_ack(self, request: ProduceAckRequest, append_0_7) -> list | Deferred:
+        """The answer pieces, or a Deferred of them while acks=all writes wait for their
+        commit. ``append_0_7(produce)`` appends a part for a 0.7 topic (acknowledged once
+        appended)."""
         answers: list = []
         waits: list[tuple[int, Deferred]] = []
         for part in request.produce.produces:
@@ -127,13 +132,12 @@ class ReplicationRequests:
             try:
                 if not self.cluster.is_replicated(part.topic):
                     offset = append_0_7(part)
-                    answers.append([part.topic, part.partition, NO_ERROR, offset])
-                    continue
-                replica = self.manager.leader_for_write(part.topic, part.partition, request.required_acks)
-                offset = self.append(replica, part.messages)
-                if request.required_acks == -1:
-                    waits.append((len(answers), self.manager.wait_for_commit(replica, replica.log.written_end,
-                                                                              request.timeout_ms)))
+                else:
+                    replica = self.manager.leader_for_write(part.topic, part.partition, request.required_acks)
+                    offset = self.append(replica, part.messages)
+                    if request.required_acks == -1:
+                        waits.append((len(answers), self.manager.wait_for_commit(
+                            replica, replica.log.written_end, request.timeout_ms)))
                 error = NO_ERROR
             except MessageSizeTooLarge as exc:
                 error = InvalidMessage.code
@@ -144,12 +148,22 @@ class ReplicationRequests:
                 error = UnknownError.code
                 log.error("append to %s-%s failed: %s", part.topic, part.partition, exc)
             answers.append([part.topic, part.partition, error, offset])
-        if waits:
-            results = yield DeferredList([d for _, d in waits], consumeErrors=True)
-            for (index, _d), (ok, value) in zip(waits, results):
-                if not ok:
-                    error = value.value
-                    answers[index][2] = error.code if isinstance(error, KafkaError) else RequestTimedOut.code
+        if not waits:  # the common acks=1 case: no Deferred at all
+            return self._acks(request, answers)
+        if len(waits) == 1:
+            [(index, waiting)] = waits
+            return waiting.addCallbacks(lambda _: self._acks(request, answers),
+                                        lambda failure: self._acks(request, answers, {index: failure.value}))
+
+        def settled(results):
+            failed = {index: value.value for (index, _d), (ok, value) in zip(waits, results) if not ok}
+            return self._acks(request, answers, failed)
+        return DeferredList([d for _, d in waits], consumeErrors=True).addCallback(settled)
+
+    @staticmethod
+    def _acks(request: ProduceAckRequest, answers: list, failed: dict | None = None) -> list:
+        for index, error in (failed or {}).items():
+            answers[index][2] = error.code if isinstance(error, KafkaError) else RequestTimedOut.code
         if request.required_acks == 0:
             return []
         body = encode_produce_acks([tuple(a) for a in answers])
@@ -181,15 +195,20 @@ class ReplicationRequests:
 
     @inlineCallbacks
     def metadata(self, request: MetadataRequest) -> list:
+        """Leaders, replicas and ISR of each topic asked (every replicated one if none), and
+        the live brokers. With default.replication.factor > 1, an unknown topic is created
+        first. A topic's error: 3 for a 0.7 topic (or an unknown one when topics are created
+        as 0.7 topics), 38 when it cannot be created with that factor, 17 for a bad name."""
         topics = request.topics or tuple(sorted(self.cluster.assignments))
+        errors = {}
         for topic in topics:
             if not self.cluster.is_replicated(topic) and self.default_replication_factor > 1:
-                yield self._create(topic)
+                errors[topic] = yield self._create(topic)
         answer = []
         for topic in topics:
             assignment = self.cluster.assignments.get(topic)
             if assignment is None:
-                answer.append(TopicMetadata(topic, NOT_REPLICATED, ()))
+                answer.append(TopicMetadata(topic, errors.get(topic) or NOT_REPLICATED, ()))
                 continue
             partitions = []
             for partition, replicas in sorted(assignment.replicas.items()):
@@ -204,12 +223,28 @@ class ReplicationRequests:
 
     @inlineCallbacks
     def _create(self, topic: str):
-        try:
-            yield create_replicated_topic(self.manager.zk, topic, partitions=self.num_partitions,
-                                          replication_factor=self.default_replication_factor,
-                                          live_brokers=self.cluster.brokers)
-            yield wait_for_leaders(self.cluster, topic, self.clock, TOPIC_CREATION_WAIT_S)
-        except (AssignmentError, InvalidTopic) as exc:
-            log.warning("cannot create replicated topic %r: %s", topic, exc)
-        except Exception as exc:
-            log.warning("creating replicated topic %r failed: %s", topic, exc)
+        """Create a replicated topic and wait (a few seconds) for its first leaders; returns
+        the error its metadata carries if it could not be created, else None."""
+        waited = 0.0
+        while True:
+            try:
+                yield create_replicated_topic(self.manager.zk, topic, partitions=self.num_partitions,
+                                              replication_factor=self.default_replication_factor,
+                                              live_brokers=self.cluster.brokers)
+                yield wait_for_leaders(self.cluster, topic, self.clock, TOPIC_CREATION_WAIT_S)
+                return None
+            except InvalidTopic as exc:
+                log.warning("cannot create replicated topic %r: %s", topic, exc)
+                return INVALID_TOPIC
+            except Kafka07Topic:
+                return NOT_REPLICATED
+            except AssignmentError as exc:
+                # Brokers that have just started may not see each other yet: wait a little.
+                if waited >= TOPIC_CREATION_WAIT_S:
+                    log.warning("cannot create replicated topic %r: %s", topic, exc)
+                    return INVALID_REPLICATION_FACTOR
+            except Exception as exc:
+                log.warning("creating replicated topic %r failed: %s", topic, exc)
+                return UnknownError.code
+            yield deferLater(self.clock, CREATION_RETRY_S, lambda: None)
+            waited += CREATION_RETRY_S
