@@ -14,6 +14,11 @@ Workload (the paper's, issue 6/7): 200-byte messages. Per system and round:
 - consume: drain the b50 backlog of ``n`` messages, generous prefetch for the peers.
 - latency: a producer at 5,000 messages/s with send times in the payloads, a consumer
   subscribed before it starts; p50 and p99 of receive - send.
+- twisted_broker rf=3 (bench/peers/tbroker_replicated.py): the same broker with replication
+  factor 3, three brokers on this machine, messages visible once committed (no fsync gate): its
+  column in the table sits beside factor 1's with the ratio rf=3 / rf=1 (issue 15's targets:
+  produce b50 and consume >= 0.4x, p99 <= 2 ms). Its producer waits for acks=all; produce b1
+  is not run; produce b50 with acks=1 is an extra row.
 - twisted_broker also: gzip batches of 50 (and their bytes per message), the async producer,
   the high-level (ZooKeeper) consumer, fetch MB/s beside raw os.sendfile over loopback, and
   the fsync floor: the latency of "visible once fsynced" on this disk with no broker at all

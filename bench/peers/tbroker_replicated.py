@@ -27,15 +27,19 @@ Rows:
 - consume: the single broker's SimpleConsumer loop (1 MiB 0.7 fetches) against the leader,
   which serves up to the high watermark.
 - latency: the single broker's consumer loop against the leader, held by the broker
-  (``fetch.wait.max.ms``) until the high watermark moves; the producer sends one stamped
-  message per ProduceAck request with acks 1 at 5,000/s, reading the answers as they come
-  (acks=all would make each request wait for the one before on its connection).
+  (``fetch.wait.max.ms``) until the high watermark moves; the single broker's producer too
+  (SyncProducer, one stamped message per 0.7 Produce request, 5,000/s) sending to the
+  leader, which appends it with acks=all's checks. Only the visibility rule differs from
+  factor 1's row. ``BENCH_RF3_LATENCY_ACKS=1`` sends ProduceAck requests with acks 1 instead,
+  reading the answers as they come (acks=all would make each request wait for the one
+  before it on its connection).
 - produce b1 is not run: one acks=all request per message waits a replication round trip.
 """
 
 from __future__ import annotations
 
 import os
+import select
 import selectors
 import socket
 import time
@@ -154,13 +158,24 @@ def leader_port(ports: list[int], topic: str) -> int:
     return {broker_id: port for broker_id, _host, port in answer.brokers}[leader]
 
 
+def produce_ack_request(acks: int, topic: str, message_set: bytes) -> bytes:
+    """A ProduceAck request of one set for partition 0, as sent."""
+    from twisted_broker.wire.replication import ProduceAckRequest, encode_replication_request
+    from twisted_broker.wire.requests import MultiProduceRequest, ProduceRequest
+
+    return encode_replication_request(ProduceAckRequest(
+        acks, ACK_TIMEOUT_MS, MultiProduceRequest((ProduceRequest(topic, 0, message_set),))))
+
+
 class _AckReader:
-    """Reads ProduceAck answers from a non-blocking socket: counts them, raises on an error."""
+    """Reads ProduceAck answers from a non-blocking socket: counts them, raises on an error.
+    ``outstanding``: requests written and not answered yet (the writer counts them up)."""
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         self.buffer = bytearray()
         self.answered = 0
+        self.outstanding = 0
 
     def read(self) -> int:
         """Take what the socket holds; returns how many answers completed."""
@@ -186,6 +201,7 @@ class _AckReader:
             pos = end
         del buffer[:pos]
         self.answered += done
+        self.outstanding -= done
         return done
 
 
@@ -204,8 +220,7 @@ def _send_all(sock: socket.socket, data: bytes) -> None:
         try:
             view = view[sock.send(view):]
         except BlockingIOError:
-            selectors.DefaultSelector().select(0.01)  # a moment for the broker to read
-            continue
+            select.select([], [sock], [], 1.0)  # until the broker has read some
 
 
 class TwistedBrokerReplicated(TwistedBroker):
@@ -223,9 +238,8 @@ class TwistedBrokerReplicated(TwistedBroker):
                    f"{IN_FLIGHT} requests written ahead on each; done at the last acknowledgement (committed). "
                    "acks=1 row: one connection, done when Offsets shows all committed",
         "consume": "as twisted_broker's, from the leader (served up to the high watermark)",
-        "latency": "as twisted_broker's consumer, from the leader; the broker holds a caught-up fetch until the "
-                   "high watermark moves; producer: ProduceAck acks=1, 1 message per request, answers read as "
-                   "they come",
+        "latency": "as twisted_broker's (SyncProducer, 1 message per 0.7 Produce request; SimpleConsumer loop), "
+                   "to and from the leader; the broker holds a caught-up fetch until the high watermark moves",
     }
 
     def make_server(self, directory: str) -> ReplicatedServer:
@@ -254,8 +268,6 @@ class TwistedBrokerReplicated(TwistedBroker):
                 connections: int = CONNECTIONS, in_flight: int = IN_FLIGHT, **_: object) -> dict:
         from twisted_broker.client.simple_consumer import SimpleConsumer
         from twisted_broker.wire.message_set import encode_message_set
-        from twisted_broker.wire.replication import ProduceAckRequest, encode_replication_request
-        from twisted_broker.wire.requests import MultiProduceRequest, ProduceRequest
 
         port = leader_port(ports, dest)
         offsets = SimpleConsumer("127.0.0.1", port)
@@ -273,16 +285,14 @@ class TwistedBrokerReplicated(TwistedBroker):
         started = time.perf_counter()
         sent_bytes = written = 0
         sent = None
-        outstanding = {id(reader): 0 for reader in readers}
-        while written < requests or any(outstanding.values()):
+        while written < requests or any(reader.outstanding for reader in readers):
             for reader in readers:
-                while written < requests and outstanding[id(reader)] < in_flight:
+                while written < requests and reader.outstanding < in_flight:
                     first = written * batch
                     message_set = encode_message_set([pool[i % size] for i in range(first, min(first + batch, n))])
-                    _send_all(reader.sock, encode_replication_request(ProduceAckRequest(
-                        acks, ACK_TIMEOUT_MS, MultiProduceRequest((ProduceRequest(dest, 0, message_set),)))))
+                    _send_all(reader.sock, produce_ack_request(acks, dest, message_set))
                     sent_bytes += len(message_set)
-                    outstanding[id(reader)] += 1
+                    reader.outstanding += 1
                     written += 1
             if written == requests and sent is None:
                 sent = time.perf_counter()
@@ -290,7 +300,7 @@ class TwistedBrokerReplicated(TwistedBroker):
             if not ready:
                 raise TimeoutError(f"{dest}: no answer within {ACK_TIMEOUT_MS} ms")
             for key, _events in ready:
-                outstanding[id(key.data)] -= key.data.read()
+                key.data.read()
         done = time.perf_counter()
         expected = start + sent_bytes
         if acks != -1:  # acknowledged at the leader's append: wait until committed
@@ -318,15 +328,13 @@ class TwistedBrokerReplicated(TwistedBroker):
         if acks is None:
             return super().latency_produce(port=leader_port(ports, dest), dest=dest, n=n, rate=rate, go=go)
         from twisted_broker.wire.message_set import encode_message_set
-        from twisted_broker.wire.replication import ProduceAckRequest, encode_replication_request
-        from twisted_broker.wire.requests import MultiProduceRequest, ProduceRequest
 
         reader = _AckReader(_connect(leader_port(ports, dest)))
         go()
         started = time.perf_counter()
         for _ in paced(n, rate):
-            _send_all(reader.sock, encode_replication_request(ProduceAckRequest(acks, ACK_TIMEOUT_MS, MultiProduceRequest(
-                (ProduceRequest(dest, 0, encode_message_set([stamped_payload()])),)))))
+            message_set = encode_message_set([stamped_payload()])
+            _send_all(reader.sock, produce_ack_request(acks, dest, message_set))
             reader.read()
         seconds = time.perf_counter() - started
         reader.sock.setblocking(True)
