@@ -19,11 +19,12 @@ Rows:
 - produce b50 (acks=all): ProduceAck requests (acks -1) of one 50-message set each, to the
   leader. The broker answers the requests of one connection in order and takes the next only
   after answering (0.7 has no correlation ids), and an acks=all answer waits for the
-  followers' next fetches; so the producer keeps ``CONNECTIONS`` connections busy, each with
-  ``IN_FLIGHT`` requests written ahead. The clock stops at the last acknowledgement: every
-  message committed on three brokers and visible.
+  followers' next fetches; so the producer keeps ``CONNECTIONS`` connections (32) busy, each
+  with ``IN_FLIGHT`` request(s) (1) written ahead: 32 acks=all producers of 50-message sets.
+  The clock stops at the last acknowledgement: every message committed on three brokers and
+  visible.
 - produce b50 acks=1 (information): the same with acks 1 (answered at the leader's append),
-  one connection; the clock stops when the leader's Offsets shows every message committed.
+  one connection with 4 requests written ahead; the clock stops when the leader's Offsets shows every message committed.
 - consume: the single broker's SimpleConsumer loop (1 MiB 0.7 fetches) against the leader,
   which serves up to the high watermark.
 - latency: the single broker's consumer loop against the leader, held by the broker
@@ -51,8 +52,16 @@ from bench.peers.tbroker import FETCH_WAIT_MS, SEND_BUFFER, TwistedBroker, check
 
 FACTOR = 3
 # The tuning knobs; the environment overrides them (workers inherit it).
-CONNECTIONS = int(os.environ.get("BENCH_RF3_CONNECTIONS") or 4)  # acks=all producer connections
-IN_FLIGHT = int(os.environ.get("BENCH_RF3_IN_FLIGHT") or 4)  # requests written ahead per connection
+# acks=all: connections to the leader, and requests written ahead on each. The leader appends
+# what every connection sent before its followers' next fetch, so more connections mean more
+# sets per follower fetch and per high-watermark step: on this machine 4 connections x 4 ahead
+# made 125-150 k msgs/s, 16 x 1 130 k, 32 x 1 230-270 k, 64 x 1 240 k (one run each, loaded).
+CONNECTIONS = int(os.environ.get("BENCH_RF3_CONNECTIONS") or 32)
+IN_FLIGHT = int(os.environ.get("BENCH_RF3_IN_FLIGHT") or 1)
+# acks=1: one connection with this many written ahead. Not hundreds: the broker answers queued
+# ProduceAck requests whose answers are ready at once by recursion (protocols/kafka.py's
+# _answer -> _answer_later -> _resume -> _serve), and a deep queue overflows the stack.
+ACKS_1_IN_FLIGHT = 4
 REPLICA_FETCH_WAIT_MS = int(os.environ.get("BENCH_RF3_REPLICA_FETCH_WAIT_MS") or 200)
 ACK_TIMEOUT_MS = 30_000
 _LATENCY_ACKS = os.environ.get("BENCH_RF3_LATENCY_ACKS") or "none"  # the latency producer: none (0.7 produce) or 1
@@ -235,8 +244,8 @@ class TwistedBrokerReplicated(TwistedBroker):
                        "10,000 messages or 1 s (etc/server.properties): durability only, no figure waits for it",
         "broker properties": ", ".join(f"{key}={value}" for key, value in BROKER_SETTINGS.items()),
         "produce": f"ProduceAck acks=all, 50-message sets, {CONNECTIONS} connections to the leader with "
-                   f"{IN_FLIGHT} requests written ahead on each; done at the last acknowledgement (committed). "
-                   "acks=1 row: one connection, done when Offsets shows all committed",
+                   f"{IN_FLIGHT} request(s) written ahead on each; done at the last acknowledgement (committed). "
+                   "acks=1 row: one connection, 4 requests written ahead, done when Offsets shows all committed",
         "consume": "as twisted_broker's, from the leader (served up to the high watermark)",
         "latency": "as twisted_broker's (SyncProducer, 1 message per 0.7 Produce request; SimpleConsumer loop), "
                    "to and from the leader; the broker holds a caught-up fetch until the high watermark moves",
@@ -272,8 +281,8 @@ class TwistedBrokerReplicated(TwistedBroker):
         port = leader_port(ports, dest)
         offsets = SimpleConsumer("127.0.0.1", port)
         start = end_offset(offsets, dest)
-        if acks != -1:
-            connections = 1
+        if acks != -1:  # answered at the append: one connection keeps the leader busy
+            connections, in_flight = 1, ACKS_1_IN_FLIGHT
         readers = [_AckReader(_connect(port)) for _ in range(connections)]
         selector = selectors.DefaultSelector()
         for reader in readers:
