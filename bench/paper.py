@@ -14,6 +14,11 @@ Workload (the paper's, issue 6/7): 200-byte messages. Per system and round:
 - consume: drain the b50 backlog of ``n`` messages, generous prefetch for the peers.
 - latency: a producer at 5,000 messages/s with send times in the payloads, a consumer
   subscribed before it starts; p50 and p99 of receive - send.
+- twisted_broker rf=3 (bench/peers/tbroker_replicated.py): the same broker with replication
+  factor 3, three brokers on this machine, messages visible once committed (no fsync gate): its
+  column in the table sits beside factor 1's with the ratio rf=3 / rf=1 (issue 15's targets:
+  produce b50 and consume >= 0.4x, p99 <= 2 ms). Its producer waits for acks=all; produce b1
+  is not run; produce b50 with acks=1 is an extra row.
 - twisted_broker also: gzip batches of 50 (and their bytes per message), the async producer,
   the high-level (ZooKeeper) consumer, fetch MB/s beside raw os.sendfile over loopback, and
   the fsync floor: the latency of "visible once fsynced" on this disk with no broker at all
@@ -56,7 +61,7 @@ from pathlib import Path
 from bench.peers import SYSTEMS, load
 from bench.peers.harness import BATCH, LATENCY_RATE, MESSAGE_BYTES, Worker, disk_usage, peer_worker, \
     settled_disk_usage
-from bench.peers.report import TB, chart, markdown, print_report, summarize_profile, targets
+from bench.peers.report import TB, TB_RF3, chart, markdown, print_report, summarize_profile, targets
 
 DEFAULT_N = 200_000
 DEFAULT_ROUNDS = 3
@@ -212,6 +217,8 @@ class Run:
             raw[name].append(value)
 
         def attempt(what: str, action) -> None:
+            if what in peer.skip:
+                return
             try:
                 action()
             except KeyboardInterrupt:
@@ -221,14 +228,18 @@ class Run:
                 self.notes[key].append(message)
                 print(f"    {key}: FAILED {message}", flush=True)
 
-        def produce(batch: int) -> None:
-            dest = f"b{batch}-{number}"
+        def produce(batch: int, **options) -> None:
+            suffix = "".join(f"_{name}{value}" for name, value in options.items())  # "_acks1"
+            dest = f"b{batch}{suffix.replace('_', '-')}-{number}"
             peer.create(server, dest)
             before = disk_usage(server.data_dir)
             count = n // 5 if profile is not None and batch == 1 else n  # the profile's b1 would take long
-            result = self.timed(key, "produce", profiled(f"produce_b{batch}"), dest=dest, n=count, batch=batch)
-            record(f"produce_b{batch}", count / result["seconds"])
-            record(f"produce_b{batch}_sent", count / result["sent_s"])
+            result = self.timed(key, "produce", profiled(f"produce_b{batch}"), dest=dest, n=count, batch=batch,
+                                **options)
+            record(f"produce_b{batch}{suffix}", count / result["seconds"])
+            record(f"produce_b{batch}{suffix}_sent", count / result["sent_s"])
+            if options:
+                return
             if batch == BATCH:
                 allocated, apparent = settled_disk_usage(server.data_dir)
                 record("bytes_per_msg", (apparent - before[1]) / n)
@@ -307,6 +318,8 @@ class Run:
         attempt("consume", consume)
         if profile is not None:
             return
+        if key == TB_RF3:
+            attempt("produce b50 acks=1", lambda: produce(BATCH, acks=1))
         if key == TB:
             attempt("gzip", gzip)
             attempt("async producer", async_producer)

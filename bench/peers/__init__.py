@@ -15,6 +15,7 @@ from bench.peers.base import Peer
 # key -> "module:class", in the order of the table and chart.
 SYSTEMS = {
     "twisted_broker": "bench.peers.tbroker:TwistedBroker",
+    "twisted_broker_rf3": "bench.peers.tbroker_replicated:TwistedBrokerReplicated",
     "rabbitmq": "bench.peers.rabbitmq:RabbitMQ",
     "activemq": "bench.peers.activemq:ActiveMQ",
     "redis": "bench.peers.redis_streams:RedisStreams",

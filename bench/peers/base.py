@@ -30,6 +30,8 @@ class Peer:
     # The documented choices (persistence, fsync, publish and consume modes), printed beside
     # the figures and written to the JSON.
     settings: dict[str, str] = {}
+    # Tests of bench/paper.py's round this system does not run (e.g. "produce b1").
+    skip: frozenset[str] = frozenset()
 
     def make_server(self, directory: str) -> ServerProcess:
         raise NotImplementedError

@@ -13,6 +13,9 @@ from pathlib import Path
 from bench.peers.harness import LATENCY_RATE, MESSAGE_BYTES
 
 TB = "twisted_broker"
+TB_RF3 = "twisted_broker_rf3"  # the same with replication factor 3: a column beside it, not a peer
+OURS = (TB, TB_RF3)
+RF3_RATIO = "rf=3 / rf=1"
 
 # (key, label, unit, higher is better)
 METRICS = [
@@ -33,12 +36,17 @@ EXTRA_METRICS = [
     ("fsync_floor_p50_ms", "fsync floor p50: append -> fdatasync, no broker", "ms"),
     ("fsync_floor_p99_ms", "fsync floor p99 (same disk, same rate)", "ms"),
 ]
+RF3_EXTRA_METRICS = [
+    ("produce_b50_acks1", "produce, batches of 50, acks=1 (leader's append)", "msgs/s"),
+    ("produce_b50_sent", "produce b50 acks=all, rate of the writes alone", "msgs/s"),
+]
 
 
 def targets(systems: dict) -> dict:
-    """Issue 6/7's done-when, from the medians (None where a figure is missing)."""
+    """Issue 6/7's done-when and issue 15's (factor 3 against factor 1), from the medians
+    (None where a figure is missing)."""
     ours = systems.get(TB, {})
-    peers = {key: value for key, value in systems.items() if key != TB}
+    peers = {key: value for key, value in systems.items() if key not in OURS}
 
     def best(name: str, highest: bool):
         values = [(value[name], key) for key, value in peers.items() if name in value]
@@ -58,6 +66,20 @@ def targets(systems: dict) -> dict:
     mine = ours.get("p99_ms")
     result["p99_ms"] = {"target": "<= the best peer's", "best_peer": peer_key, "best_peer_value": peer_value,
                         "value": mine, "met": bool(mine is not None and peer_value is not None and mine <= peer_value)}
+    if TB_RF3 not in systems:
+        return result
+    replicated = systems[TB_RF3]
+    for name in ("produce_b50", "consume"):
+        mine, single = replicated.get(name), ours.get(name)
+        ratio = mine / single if mine and single else None
+        result[f"rf3_{name}"] = {"target": ">= 0.4x factor 1", "factor_1": single, "value": mine, "ratio": ratio,
+                                 "met": bool(ratio and ratio >= 0.4)}
+    mine = replicated.get("p99_ms")
+    result["rf3_p99_ms"] = {"target": "<= 2 ms (committed)", "factor_1": ours.get("p99_ms"), "value": mine,
+                            "met": mine is not None and mine <= 2.0}
+    result["rf3_p99_ms_goal"] = {"target": "<= the best peer's", "best_peer": peer_key,
+                                 "best_peer_value": peer_value, "value": mine,
+                                 "met": bool(mine is not None and peer_value is not None and mine <= peer_value)}
     return result
 
 
@@ -71,19 +93,29 @@ def _fmt(value, unit: str) -> str:
     return f"{value:,.0f}"
 
 
+def _ratio(mine, other) -> str:
+    return f"{mine / other:.2f}x" if mine and other else "-"
+
+
 def table_rows(systems: dict) -> tuple[list[str], list[list[str]]]:
-    """Header and rows of the comparison: each peer's figure and twisted_broker's ratio to it."""
-    peers = [key for key in systems if key != TB]
+    """Header and rows of the comparison: each peer's figure and twisted_broker's ratio to it;
+    factor 3 (when measured) beside factor 1, with its ratio to it."""
+    peers = [key for key in systems if key not in OURS]
     header = ["", systems.get(TB, {}).get("label", TB)]
+    if TB_RF3 in systems:
+        header += [systems[TB_RF3].get("label", TB_RF3), RF3_RATIO]
     for key in peers:
         header += [systems[key].get("label", key), "tb ratio"]
     rows = []
     for name, label, unit, _higher in METRICS:
         ours = systems.get(TB, {}).get(name)
         row = [f"{label} ({unit})", _fmt(ours, unit)]
+        if TB_RF3 in systems:
+            replicated = systems[TB_RF3].get(name)
+            row += [_fmt(replicated, unit), _ratio(replicated, ours)]
         for key in peers:
             value = systems[key].get(name)
-            row += [_fmt(value, unit), f"{ours / value:.2f}x" if ours and value else "-"]
+            row += [_fmt(value, unit), _ratio(ours, value)]
         rows.append(row)
     return header, rows
 
@@ -97,6 +129,9 @@ def print_report(result: dict) -> None:
           f"load average {' '.join(f'{x:.2f}' for x in result['load_average'])}")
     print(f"machine: {result['machine']}")
     print("tb ratio = twisted_broker / peer (for bytes and latency lower is better)")
+    if TB_RF3 in systems:
+        print(f"{RF3_RATIO} = twisted_broker with replication factor 3 (3 brokers, committed visibility) / factor 1 "
+              "(fsynced visibility); its disk bytes count all 3 copies")
     for row in [header, *rows]:
         cells = (cell.rjust(width) if i else cell.ljust(width) for i, (cell, width) in enumerate(zip(row, widths)))
         print("  ".join(cells))
@@ -107,6 +142,12 @@ def print_report(result: dict) -> None:
             print(f"  {label:48} {_fmt(ours[name], unit):>10} {unit}")
     if "fetch_vs_sendfile" in ours:
         print(f"  {'fetch / raw os.sendfile':48} {ours['fetch_vs_sendfile']:>10.2f} x")
+    replicated = systems.get(TB_RF3, {})
+    if any(name in replicated for name, *_ in RF3_EXTRA_METRICS):
+        print("\ntwisted_broker rf=3 also:")
+        for name, label, unit in RF3_EXTRA_METRICS:
+            if name in replicated:
+                print(f"  {label:48} {_fmt(replicated[name], unit):>10} {unit}")
     print("\nsettings:")
     for key, entry in systems.items():
         for name, text in entry.get("settings", {}).items():
@@ -117,14 +158,18 @@ def print_report(result: dict) -> None:
         rate = entry.get("latency_rate")
         if rate is not None and rate < 0.95 * LATENCY_RATE:
             print(f"  NOTE {key}: the latency producer reached only {rate:,.0f} msgs/s")
-    print("\ntargets (issue 6/7):")
+    print("\ntargets (issue 6/7; rf3_*: issue 15):")
     for name, target in result["targets"].items():
         value = target.get("value")
         extra = ""
         if target.get("best_peer"):
             extra = f", best peer {target['best_peer']} {target['best_peer_value']:,.2f}"
+        if target.get("factor_1") is not None:
+            extra += f", factor 1 {target['factor_1']:,.2f}"
+        if target.get("ratio") is not None:
+            extra += f", ratio {target['ratio']:.2f}"
         shown = f"{value:,.2f}" if value is not None else "-"
-        print(f"  {name:14} {target['target']:28} {'met' if target['met'] else 'NOT met':8} ({shown}{extra})")
+        print(f"  {name:18} {target['target']:28} {'met' if target['met'] else 'NOT met':8} ({shown}{extra})")
 
 
 def markdown(result: dict) -> str:
@@ -133,13 +178,21 @@ def markdown(result: dict) -> str:
     lines = [f"Measured {result['date'][:10]} on {result['machine']} (load average {load[0]:.1f} at the start); "
              f"{MESSAGE_BYTES}-byte messages, n={result['n']:,}, median of {result['rounds']} rounds "
              "(`make bench`, bench/paper.py). "
-             "tb ratio = twisted_broker / peer; for bytes and latency lower is better.",
+             "tb ratio = twisted_broker / peer; for bytes and latency lower is better."
+             + (f" {RF3_RATIO}: twisted_broker with replication factor 3 (three brokers here, visible once "
+                "committed) / factor 1 (visible once fsynced); its disk bytes count all three copies."
+                if TB_RF3 in result["systems"] else ""),
              "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     ours = result["systems"].get(TB, {})
     extras = [f"{label}: {_fmt(ours[name], unit)} {unit}" for name, label, unit in EXTRA_METRICS if name in ours]
     if extras:
         lines += ["", "twisted_broker also: " + "; ".join(extras) + "."]
+    replicated = result["systems"].get(TB_RF3, {})
+    extras = [f"{label}: {_fmt(replicated[name], unit)} {unit}" for name, label, unit in RF3_EXTRA_METRICS
+              if name in replicated]
+    if extras:
+        lines += ["", "twisted_broker rf=3 also: " + "; ".join(extras) + "."]
     return "\n".join(lines) + "\n"
 
 
@@ -152,7 +205,7 @@ def chart(result: dict, path: Path) -> None:
     systems = result["systems"]
     keys = [key for key in systems if any(name in systems[key] for name, *_ in METRICS)]
     labels = [systems[key].get("label", key) for key in keys]
-    colors = ["#d62728" if key == TB else "#7f7f7f" for key in keys]
+    colors = [{TB: "#d62728", TB_RF3: "#ff7f0e"}.get(key, "#7f7f7f") for key in keys]
     figure, axes = plt.subplots(2, 3, figsize=(15, 8.5))
     for axis, (name, label, unit, higher) in zip(axes.flat, METRICS):
         values = [systems[key].get(name, 0) or 0 for key in keys]

@@ -126,13 +126,18 @@ class TwistedBrokerServer(ServerProcess):
         return self._broker.log_tail() if self._broker else ""
 
     def version(self) -> str:
-        import twisted_broker
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                cwd=os.path.dirname(__file__)).stdout.strip()
-        return f"{twisted_broker.__version__} ({commit})" if commit else twisted_broker.__version__
+        return checkout_version()
 
 
-def _end_offset(consumer, topic: str) -> int:
+def checkout_version() -> str:
+    """The project's version and the checkout's commit."""
+    import twisted_broker
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                            cwd=os.path.dirname(__file__)).stdout.strip()
+    return f"{twisted_broker.__version__} ({commit})" if commit else twisted_broker.__version__
+
+
+def end_offset(consumer, topic: str) -> int:
     from twisted_broker.client.simple_consumer import LATEST_TIME
     return consumer.get_offsets_before(topic, 0, LATEST_TIME, 1)[0]
 
@@ -178,7 +183,7 @@ class TwistedBroker(Peer):
 
         codec_id = CODECS_BY_NAME[codec]
         offsets = SimpleConsumer("127.0.0.1", port)
-        start = _end_offset(offsets, dest)
+        start = end_offset(offsets, dest)
         producer = SyncProducer("127.0.0.1", port, buffer_size=SEND_BUFFER)
         pool = payload_pool()
         size = len(pool)
@@ -193,9 +198,9 @@ class TwistedBroker(Peer):
             sent_bytes += len(message_set)
         sent = time.perf_counter()
         expected = start + sent_bytes
-        poll_until(lambda: _end_offset(offsets, dest) >= expected, f"{dest}: offset {expected}", pause_s=0.0005)
+        poll_until(lambda: end_offset(offsets, dest) >= expected, f"{dest}: offset {expected}", pause_s=0.0005)
         done = time.perf_counter()
-        end = _end_offset(offsets, dest)
+        end = end_offset(offsets, dest)
         producer.close()
         offsets.close()
         if end != expected:
@@ -208,7 +213,7 @@ class TwistedBroker(Peer):
         from twisted_broker.config import ProducerConfig
 
         offsets = SimpleConsumer("127.0.0.1", port)
-        start = _end_offset(offsets, dest)
+        start = end_offset(offsets, dest)
         config = ProducerConfig(broker_list=f"0:127.0.0.1:{port}", producer_type="async", batch_size=50,
                                 queue_enqueue_timeout_ms=-1, buffer_size=SEND_BUFFER)
         producer = Producer(config)
@@ -222,9 +227,9 @@ class TwistedBroker(Peer):
         producer.close()  # sends what is still queued
         sent = time.perf_counter()
         expected = start + n * ENTRY_BYTES
-        poll_until(lambda: _end_offset(offsets, dest) >= expected, f"{dest}: offset {expected}", pause_s=0.0005)
+        poll_until(lambda: end_offset(offsets, dest) >= expected, f"{dest}: offset {expected}", pause_s=0.0005)
         done = time.perf_counter()
-        end = _end_offset(offsets, dest)
+        end = end_offset(offsets, dest)
         offsets.close()
         if end != expected:
             raise RuntimeError(f"{dest}: end offset {end}, expected {expected}")
