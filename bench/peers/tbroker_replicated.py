@@ -24,7 +24,7 @@ Rows:
   The clock stops at the last acknowledgement: every message committed on three brokers and
   visible.
 - produce b50 acks=1 (information): the same with acks 1 (answered at the leader's append),
-  one connection with 4 requests written ahead; the clock stops when the leader's Offsets shows every message committed.
+  one connection with 32 requests written ahead; the clock stops when the leader's Offsets shows every message committed.
 - consume: the single broker's SimpleConsumer loop (1 MiB 0.7 fetches) against the leader,
   which serves up to the high watermark.
 - latency: the single broker's consumer loop against the leader, held by the broker
@@ -58,10 +58,8 @@ FACTOR = 3
 # made 125-150 k msgs/s, 16 x 1 130 k, 32 x 1 230-270 k, 64 x 1 240 k (one run each, loaded).
 CONNECTIONS = int(os.environ.get("BENCH_RF3_CONNECTIONS") or 32)
 IN_FLIGHT = int(os.environ.get("BENCH_RF3_IN_FLIGHT") or 1)
-# acks=1: one connection with this many written ahead. Not hundreds: the broker answers queued
-# ProduceAck requests whose answers are ready at once by recursion (protocols/kafka.py's
-# _answer -> _answer_later -> _resume -> _serve), and a deep queue overflows the stack.
-ACKS_1_IN_FLIGHT = 4
+# acks=1: one connection with this many written ahead.
+ACKS_1_IN_FLIGHT = 32
 REPLICA_FETCH_WAIT_MS = int(os.environ.get("BENCH_RF3_REPLICA_FETCH_WAIT_MS") or 200)
 ACK_TIMEOUT_MS = 30_000
 _LATENCY_ACKS = os.environ.get("BENCH_RF3_LATENCY_ACKS") or "none"  # the latency producer: none (0.7 produce) or 1
@@ -245,7 +243,7 @@ class TwistedBrokerReplicated(TwistedBroker):
         "broker properties": ", ".join(f"{key}={value}" for key, value in BROKER_SETTINGS.items()),
         "produce": f"ProduceAck acks=all, 50-message sets, {CONNECTIONS} connections to the leader with "
                    f"{IN_FLIGHT} request(s) written ahead on each; done at the last acknowledgement (committed). "
-                   "acks=1 row: one connection, 4 requests written ahead, done when Offsets shows all committed",
+                   f"acks=1 row: one connection, {ACKS_1_IN_FLIGHT} requests written ahead, done when Offsets shows all committed",
         "consume": "as twisted_broker's, from the leader (served up to the high watermark)",
         "latency": "as twisted_broker's (SyncProducer, 1 message per 0.7 Produce request; SimpleConsumer loop), "
                    "to and from the leader; the broker holds a caught-up fetch until the high watermark moves",
