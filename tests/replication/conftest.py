@@ -65,6 +65,25 @@ class ReplicatedCluster:
                 raise AssertionError(f"timed out waiting for {what}")
             time.sleep(0.05)
 
+    def create(self, topic: str, timeout_s: float = 20.0):
+        """Create ``topic`` by metadata requests (as a producer does) until every running broker
+        sees it with a leader and every replica in sync; returns its metadata. Right after the
+        brokers start, one may not know the others yet and refuse a factor above what it
+        sees, so this asks again."""
+        def settled():
+            answers = []
+            for broker in self.live():
+                try:
+                    [answer] = self.metadata(topic, via=broker.broker_id).topics
+                except (OSError, ConnectionError):
+                    return None
+                if answer.error or not answer.partitions or any(
+                        p.leader < 0 or set(p.isr) != set(p.replicas) for p in answer.partitions):
+                    return None
+                answers.append(answer)
+            return answers[0] if len(set(answers)) == 1 else None
+        return self.wait_for(settled, timeout_s, what=f"topic {topic!r} on every broker")
+
     def bootstrap(self) -> list[tuple[str, int]]:
         """The addresses of the brokers now running, as a client's broker list."""
         return [("127.0.0.1", b.port) for b in self.live()]

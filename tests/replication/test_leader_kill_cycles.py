@@ -43,7 +43,7 @@ def in_every_isr(cluster, broker_id: int) -> bool:
 
 def test_leader_kill_cycles_lose_nothing_and_end_byte_identical(three_brokers, scale, request):
     cluster = three_brokers
-    cluster.metadata(TOPIC)
+    cluster.create(TOPIC)
     leaders = Leaders(cluster.bootstrap, TOPIC)
     producers = {p: LeaderProducer(leaders, p) for p in PARTITIONS}
     consumers = [*group_of(leaders, list(PARTITIONS), members=2), LeaderConsumer(leaders, PARTITIONS, name="lone")]
