@@ -25,10 +25,11 @@ KILL_FAILOVER_BOUND_S = SESSION_TIMEOUT_S + 2.0
 SIGTERM_FAILOVER_BOUND_S = 2.0
 
 
-def all_in_sync(cluster) -> bool:
+def all_in_sync(cluster, topic: str = TOPIC, via: int | None = None) -> bool:
+    """Every partition led by a running broker with every replica in sync, as ``via`` sees it."""
     live = {b.broker_id for b in cluster.live()}
     try:
-        partitions = cluster.metadata(TOPIC).topics[0].partitions
+        partitions = cluster.metadata(topic, via).topics[0].partitions
     except (OSError, ConnectionError):
         return False
     return all(set(p.isr) == set(p.replicas) <= live and p.leader in live for p in partitions)

@@ -72,12 +72,14 @@ class _Loop(threading.Thread):
 
 
 class LeaderProducer(_Loop):
-    """acks=all produce of ``batch`` messages per request to one partition's leader."""
+    """Produce of ``batch`` messages per request to one partition's leader, acks=all unless
+    told otherwise."""
 
-    def __init__(self, leaders: Leaders, partition: int, *, tag: str = "m", batch: int = 5,
-                 pinned: tuple[int, Address] | None = None) -> None:
+    def __init__(self, leaders: Leaders, partition: int, *, tag: str = "m", batch: int = 5, acks: int = -1,
+                 timeout_ms: int = int(IO_TIMEOUT_S * 1000) - 1000, pinned: tuple[int, Address] | None = None) -> None:
         super().__init__(f"producer-{partition}")
         self.leaders, self.partition, self.tag, self.batch = leaders, partition, tag, batch
+        self.acks, self.timeout_ms = acks, timeout_ms
         self.pinned = pinned  # send to this broker only, never following a leader change
         self.acked: list[Ack] = []
         self.refusals: list[tuple[float, int, int]] = []  # (time, broker, error)
@@ -101,7 +103,7 @@ class LeaderProducer(_Loop):
                         payloads = self._payloads()
                         self.attempts += 1
                         error, offset = wire.produce(self.leaders.topic, self.partition, payloads,
-                                                     timeout_ms=int(IO_TIMEOUT_S * 1000) - 1000)
+                                                     acks=self.acks, timeout_ms=self.timeout_ms)
                         now = time.monotonic()
                         if error:
                             self.refusals.append((now, broker, error))
