@@ -29,17 +29,20 @@ def all_in_sync(cluster, topic: str = TOPIC, via: int | None = None) -> bool:
     """Every partition led by a running broker with every replica in sync, as ``via`` sees it."""
     live = {b.broker_id for b in cluster.live()}
     try:
-        partitions = cluster.metadata(topic, via).topics[0].partitions
+        [answer] = cluster.metadata(topic, via).topics
     except (OSError, ConnectionError):
         return False
-    return all(set(p.isr) == set(p.replicas) <= live and p.leader in live for p in partitions)
+    # a broker that has just started may answer before it has read ZooKeeper: no partitions
+    return answer.error == 0 and bool(answer.partitions) and all(
+        set(p.isr) == set(p.replicas) <= live and p.leader in live for p in answer.partitions)
 
 
 def in_every_isr(cluster, broker_id: int) -> bool:
     try:
-        return all(broker_id in p.isr for p in cluster.metadata(TOPIC).topics[0].partitions)
+        [answer] = cluster.metadata(TOPIC).topics
     except (OSError, ConnectionError):
         return False
+    return answer.error == 0 and bool(answer.partitions) and all(broker_id in p.isr for p in answer.partitions)
 
 
 def test_leader_kill_cycles_lose_nothing_and_end_byte_identical(three_brokers, scale, request):
