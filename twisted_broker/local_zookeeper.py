@@ -45,32 +45,29 @@ class ZooKeeperStartError(RuntimeError):
     """The server did not come up; the message ends with the tail of its log."""
 
 
-def is_serving(host: str, port: int, timeout_s: float = 1.0) -> bool:
-    """True if a ZooKeeper at host:port answers ``ruok`` with ``imok``. Blocks up to ~timeout_s."""
+def _ask(host: str, port: int, word: bytes, timeout_s: float) -> bytes | None:
+    """A four-letter word's answer, or None if the server cannot be reached."""
     try:
         with socket.create_connection((host, port), timeout=timeout_s) as sock:
-            sock.sendall(b"ruok")
-            sock.shutdown(socket.SHUT_WR)
-            answer = b""
-            while chunk := sock.recv(64):
-                answer += chunk
-    except OSError:
-        return False
-    return answer == b"imok"
-
-
-def server_mode(host: str, port: int, timeout_s: float = 1.0) -> str | None:
-    """The ``Mode:`` a ZooKeeper reports to ``srvr`` ("standalone", "leader", "follower"), or
-    None when it does not serve (an ensemble member outside a quorum answers without one)."""
-    try:
-        with socket.create_connection((host, port), timeout=timeout_s) as sock:
-            sock.sendall(b"srvr")
+            sock.sendall(word)
             sock.shutdown(socket.SHUT_WR)
             answer = b""
             while chunk := sock.recv(4096):
                 answer += chunk
     except OSError:
         return None
+    return answer
+
+
+def is_serving(host: str, port: int, timeout_s: float = 1.0) -> bool:
+    """True if a ZooKeeper at host:port answers ``ruok`` with ``imok``. Blocks up to ~timeout_s."""
+    return _ask(host, port, b"ruok", timeout_s) == b"imok"
+
+
+def server_mode(host: str, port: int, timeout_s: float = 1.0) -> str | None:
+    """The ``Mode:`` a ZooKeeper reports to ``srvr`` ("standalone", "leader", "follower"), or
+    None when it does not serve (an ensemble member outside a quorum answers without one)."""
+    answer = _ask(host, port, b"srvr", timeout_s) or b""
     for line in answer.decode(errors="replace").splitlines():
         if line.startswith("Mode: "):
             return line.removeprefix("Mode: ").strip()
