@@ -17,7 +17,7 @@ help:
 	@echo "make run BROKERS=3  the same with three brokers (ports 9092, 9192, 9292; README.md)"
 	@echo "make test   the whole pytest suite (PYTEST_ARGS='...' passes options to pytest)"
 	@echo "make bench  the benchmark suite, results under bench/results/"
-	@echo "make soak   tests/reliability at length (make test runs its short form), with a summary"
+	@echo "make soak   tests/reliability and tests/replication at length (make test runs their short form), with a summary"
 	@echo "make spark-cluster  a Spark standalone master and two workers on 127.0.0.1 (Ctrl-C stops)"
 
 # BROKERS=N: N brokers (twisted_broker/devcluster.py says which ports each gets).
@@ -37,11 +37,12 @@ browser-packages:
 bench: $(VENV)/.installed-bench | peer-packages
 	$(VENV)/bin/python -m bench
 
-# tests/reliability at length: >= 20 kill cycles, >= 100,000 fuzzed frames, 1,000 held
+# tests/reliability and tests/replication at length: >= 20 kill cycles (of a broker, and of a
+# replicated partition's leader under load), >= 100,000 fuzzed frames, 1,000 held
 # connections; it ends with the summary table (faults injected, cases tried, messages lost).
 .PHONY: soak
 soak: $(VENV)/.installed-test
-	RELIABILITY_SCALE=soak $(VENV)/bin/python -m pytest -q tests/reliability $(PYTEST_ARGS)
+	RELIABILITY_SCALE=soak $(VENV)/bin/python -m pytest -q tests/reliability tests/replication $(PYTEST_ARGS)
 
 # bench/paper.py's peers, from Debian: RabbitMQ, ActiveMQ (Java: system-packages), Redis and
 # NATS (JetStream is in nats-server). The benchmark starts each on loopback itself, so they are

@@ -2,8 +2,9 @@
 
 ``ZooKeeperServer`` starts one server as a child process and stops it; the integration
 tests use it as a session fixture and ``make run`` (devcluster) for 127.0.0.1:2181.
-``is_serving`` asks any ZooKeeper ``ruok``. Run as a program, it serves one config file
-until SIGINT or SIGTERM:
+``is_serving`` asks any ZooKeeper ``ruok``, ``server_mode`` its role (``srvr``). Given
+``peers``, a server is one member of an ensemble (tests start three on loopback). Run as a
+program, it serves one config file until SIGINT or SIGTERM:
 
     python -m twisted_broker.local_zookeeper --config etc/zookeeper.cfg
 
@@ -22,6 +23,8 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Self
@@ -32,6 +35,7 @@ log = logging.getLogger(__name__)
 
 CLASSPATH = ("/usr/share/java/zookeeper.jar", "/usr/share/java/slf4j-simple.jar")
 MAIN_CLASS = "org.apache.zookeeper.server.ZooKeeperServerMain"
+QUORUM_MAIN_CLASS = "org.apache.zookeeper.server.quorum.QuorumPeerMain"  # a member of an ensemble
 # The JVM would size its heap from the machine's memory; a test server needs ~60 MB.
 JVM_OPTIONS = ("-Xmx256m", "-XX:+UseSerialGC")
 LOG_NAME = "zookeeper.log"  # in the data directory: the server's stdout and stderr
@@ -41,18 +45,44 @@ class ZooKeeperStartError(RuntimeError):
     """The server did not come up; the message ends with the tail of its log."""
 
 
-def is_serving(host: str, port: int, timeout_s: float = 1.0) -> bool:
-    """True if a ZooKeeper at host:port answers ``ruok`` with ``imok``. Blocks up to ~timeout_s."""
+def _ask(host: str, port: int, word: bytes, timeout_s: float) -> bytes | None:
+    """A four-letter word's answer, or None if the server cannot be reached."""
     try:
         with socket.create_connection((host, port), timeout=timeout_s) as sock:
-            sock.sendall(b"ruok")
+            sock.sendall(word)
             sock.shutdown(socket.SHUT_WR)
             answer = b""
-            while chunk := sock.recv(64):
+            while chunk := sock.recv(4096):
                 answer += chunk
     except OSError:
-        return False
-    return answer == b"imok"
+        return None
+    return answer
+
+
+def is_serving(host: str, port: int, timeout_s: float = 1.0) -> bool:
+    """True if a ZooKeeper at host:port answers ``ruok`` with ``imok``. Blocks up to ~timeout_s."""
+    return _ask(host, port, b"ruok", timeout_s) == b"imok"
+
+
+def server_mode(host: str, port: int, timeout_s: float = 1.0) -> str | None:
+    """The ``Mode:`` a ZooKeeper reports to ``srvr`` ("standalone", "leader", "follower"), or
+    None when it does not serve (an ensemble member outside a quorum answers without one)."""
+    answer = _ask(host, port, b"srvr", timeout_s) or b""
+    for line in answer.decode(errors="replace").splitlines():
+        if line.startswith("Mode: "):
+            return line.removeprefix("Mode: ").strip()
+    return None
+
+
+@dataclass(frozen=True)
+class Peer:
+    """One member of an ensemble, as every member's ``server.<id>`` line names it."""
+
+    server_id: int
+    host: str
+    client_port: int
+    quorum_port: int
+    election_port: int
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -63,29 +93,36 @@ def free_port(host: str = "127.0.0.1") -> int:
         return port
 
 
-def config_text(*, data_dir: Path, host: str, port: int, tick_time_ms: int) -> str:
-    """The zoo.cfg for a single loopback server."""
+def config_text(*, data_dir: Path, host: str, port: int, tick_time_ms: int, peers: Sequence[Peer] = ()) -> str:
+    """The zoo.cfg for a single loopback server, or for one member of the ensemble ``peers``."""
+    ensemble = "".join(f"server.{p.server_id}={p.host}:{p.quorum_port}:{p.election_port}\n" for p in peers)
+    if peers:
+        ensemble = "initLimit=10\nsyncLimit=5\n" + ensemble
     return (f"tickTime={tick_time_ms}\n"
             f"dataDir={data_dir}\n"
             f"clientPort={port}\n"
             f"clientPortAddress={host}\n"
             "maxClientCnxns=0\n"
             "admin.enableServer=false\n"  # else its Jetty takes :8080, the admin console's port
-            "4lw.commands.whitelist=ruok,srvr,mntr,cons\n")
+            "4lw.commands.whitelist=ruok,srvr,mntr,cons\n" + ensemble)
 
 
 class ZooKeeperServer:
     """One ZooKeeper server in a child process, on loopback.
 
     With port=0 a free port is picked when the server starts. tick_time_ms bounds session
-    timeouts to [2, 20] ticks: the 200 ms default lets tests use 0.5-2 s sessions.
+    timeouts to [2, 20] ticks: the 200 ms default lets tests use 0.5-2 s sessions. With
+    ``peers`` (every member, this one included as ``server_id``), it runs as an ensemble
+    member; start() then returns once it runs, before the ensemble has a quorum.
     Not thread-safe; start and stop from one thread.
     """
 
     def __init__(self, data_dir: str | os.PathLike[str], port: int = 0, *,
-                 host: str = "127.0.0.1", tick_time_ms: int = 200) -> None:
+                 host: str = "127.0.0.1", tick_time_ms: int = 200, server_id: int | None = None,
+                 peers: Sequence[Peer] = ()) -> None:
         self.data_dir = Path(data_dir).absolute()
         self.host, self.port, self.tick_time_ms = host, port, tick_time_ms
+        self.server_id, self.peers = server_id, tuple(peers)
         self._config_file: Path | None = None  # None: start() writes one into data_dir
         self._process: subprocess.Popen[bytes] | None = None
 
@@ -138,13 +175,16 @@ class ZooKeeperServer:
                 self.port = free_port(self.host)
             config_file = self.data_dir / "zoo.cfg"
             config_file.write_text(config_text(data_dir=self.data_dir, host=self.host,
-                                               port=self.port, tick_time_ms=self.tick_time_ms))
+                                               port=self.port, tick_time_ms=self.tick_time_ms, peers=self.peers))
+            if self.peers:
+                (self.data_dir / "myid").write_text(f"{self.server_id}\n")
         with self.log_file.open("ab") as output:
             # A file, not a pipe: nobody reads a pipe while tests run, and a full one would
             # block the server. A new session keeps a terminal's Ctrl-C away from it, so
             # whoever started it decides the order of shutdown.
             self._process = subprocess.Popen(
-                [java, *JVM_OPTIONS, "-cp", ":".join(CLASSPATH), MAIN_CLASS, str(config_file)],
+                [java, *JVM_OPTIONS, "-cp", ":".join(CLASSPATH), QUORUM_MAIN_CLASS if self.peers else MAIN_CLASS,
+                 str(config_file)],
                 stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
                 start_new_session=True)
         log.info("ZooKeeper starting on %s (pid %d, log %s)",
@@ -179,6 +219,13 @@ class ZooKeeperServer:
                 process.kill()
                 process.wait()
         log.info("ZooKeeper on %s stopped", self.connect_string)
+
+    def kill(self) -> None:
+        """SIGKILL, for crash tests: no clean shutdown. Does nothing if not started."""
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            process.kill()
+            process.wait()
 
     def log_tail(self, max_bytes: int = 4000) -> str:
         """The end of the server's log, for error messages."""

@@ -3,8 +3,10 @@
 ``RELIABILITY_SCALE=short`` (the default, run by ``make test``) keeps the whole folder near a
 minute; ``RELIABILITY_SCALE=soak`` (``make soak``) runs the long form: at least 20 kill cycles
 and 100,000 fuzzed frames. Every test adds what it did to one ``Summary`` (faults injected,
-cases tried, connections held, messages checked, messages lost), printed as a table at the
-end of the run and written to ``$RELIABILITY_SUMMARY`` when that names a file.
+cases tried, connections held, messages checked, messages lost, and durations such as
+failover and rejoin times), printed as a table at the end of the run and written to
+``$RELIABILITY_SUMMARY`` when that names a file. tests/replication records its fault cycles
+into the same summary (its conftest prints it when only that folder runs).
 ``RELIABILITY_SEED`` fixes the seed of the randomized tests (each failure message names it).
 
 The brokers are the integration tests' ``BrokerProcess`` (real ``twistd -n broker`` on
@@ -16,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import statistics
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -34,13 +37,17 @@ class Scale:
     held_connections: int
     slow_consumers: int
     zk_faults: int  # ZooKeeper stop/start and session expiries
+    replication_kills: int  # tests/replication: kill -9 of a partition's leader under load
+    replication_sigterms: int  # tests/replication: controlled shutdowns of a leader under load
 
 
 SCALES = {
     "short": Scale("short", kill_cycles=5, fuzz_frames=5_000, protocol_examples=300,
-                   held_connections=1_000, slow_consumers=50, zk_faults=1),
+                   held_connections=1_000, slow_consumers=50, zk_faults=1,
+                   replication_kills=3, replication_sigterms=1),
     "soak": Scale("soak", kill_cycles=25, fuzz_frames=100_000, protocol_examples=5_000,
-                  held_connections=1_000, slow_consumers=200, zk_faults=3),
+                  held_connections=1_000, slow_consumers=200, zk_faults=3,
+                   replication_kills=20, replication_sigterms=5),
 }
 
 FIGURES = ("faults injected", "cases tried", "connections held", "messages checked", "messages lost")
@@ -51,15 +58,26 @@ class Summary:
 
     def __init__(self) -> None:
         self.by_test: dict[str, Counter] = {}
+        self.durations: dict[str, dict[str, list[float]]] = {}  # test -> name -> seconds
+        self.printed = False
+
+    @staticmethod
+    def _short(test: str) -> str:
+        test = test.removeprefix("test_")
+        return test if len(test) <= 64 else test[:61] + "..."
 
     def add(self, test: str, **figures: int) -> None:
-        test = test.removeprefix("test_")
-        test = test if len(test) <= 64 else test[:61] + "..."
+        test = self._short(test)
         counter = self.by_test.setdefault(test, Counter())
         for name, value in figures.items():
             key = name.replace("_", " ")
             assert key in FIGURES, key
             counter[key] += value
+
+    def add_durations(self, test: str, name: str, seconds: list[float]) -> None:
+        """Durations of one kind (e.g. "failover", "rejoin") measured by a test."""
+        self.by_test.setdefault(self._short(test), Counter())
+        self.durations.setdefault(self._short(test), {}).setdefault(name, []).extend(seconds)
 
     def totals(self) -> Counter:
         total: Counter = Counter()
@@ -76,6 +94,13 @@ class Summary:
         totals = self.totals()
         lines.append("-" * len(header))
         lines.append(f"{'total':<{width}}  " + "  ".join(f"{totals[f]:>16,}" for f in FIGURES))
+        if self.durations:
+            lines += ["", f"{'durations (s)':<{width}}  {'what':>16}  {'count':>8}  {'median':>8}  {'max':>8}"]
+            for test, kinds in self.durations.items():
+                for name, values in kinds.items():
+                    if values:
+                        lines.append(f"{test:<{width}}  {name:>16}  {len(values):>8}  "
+                                     f"{statistics.median(values):>8.2f}  {max(values):>8.2f}")
         return "\n".join(lines)
 
 
@@ -99,9 +124,16 @@ def record(request, **figures: int) -> None:
     _SUMMARY.add(request.node.name, **figures)
 
 
+def record_durations(request, name: str, seconds: list[float]) -> None:
+    """Add durations in seconds (name: "failover", "rejoin", ...) under the test's name."""
+    _SUMMARY.add_durations(request.node.name, name, seconds)
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
-    if not _SUMMARY.by_test:
+    # tests/replication/conftest.py shares this hook: print once when both folders run.
+    if not _SUMMARY.by_test or _SUMMARY.printed:
         return
+    _SUMMARY.printed = True
     table = _SUMMARY.table(current_scale().name)
     terminalreporter.write_sep("=", "reliability")
     terminalreporter.write_line(table)
@@ -109,7 +141,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
     if path:
         with open(path, "w") as file:
             json.dump({"scale": current_scale().name, "totals": _SUMMARY.totals(),
-                       "by_test": _SUMMARY.by_test}, file, indent=1)
+                       "by_test": _SUMMARY.by_test, "durations": _SUMMARY.durations}, file, indent=1)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -3,7 +3,9 @@
 ``ReplicatedCluster`` starts brokers 0, 1 and 2 on loopback in a ZooKeeper chroot of their own,
 with replication's keys set for quick failover (2 s sessions, 2 s replica lag); ``Wire`` talks
 to one broker with replication's request types and 0.7's fetch, through the project's codecs.
-Every fixture stops what it started.
+Every fixture stops what it started. The fault tests record their figures into the
+reliability suite's summary (tests/reliability/conftest.py; ``scale`` is its
+RELIABILITY_SCALE), printed at the end of the run.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import pytest
 
 from tests.integration.conftest import BrokerProcess, WireClient, new_chroot, zookeeper  # noqa: F401 (fixture)
 from tests.integration.polling import wait_for
+from tests.reliability.conftest import pytest_terminal_summary, scale  # noqa: F401 (hook, fixture)
+from twisted_broker.replication import paths as replication_paths
 from twisted_broker.wire.message_set import encode_message_set, iter_entries, valid_bytes
 from twisted_broker.wire.replication import (
     MetadataRequest, ProduceAckRequest, decode_metadata, decode_produce_acks, encode_replication_request,
@@ -64,6 +68,49 @@ class ReplicatedCluster:
                     return {b[0] for b in wire.metadata().brokers} == expected
             self.wait_for(sees_all, what=f"broker {broker.broker_id} to see every broker")
 
+    def create(self, topic: str, timeout_s: float = 20.0):
+        """Create ``topic`` by metadata requests (as a producer does) until every running broker
+        sees it with a leader and every replica in sync; returns its metadata. Right after the
+        brokers start, one may not know the others yet and refuse a factor above what it
+        sees, so this asks again."""
+        def settled():
+            answers = []
+            for broker in self.live():
+                try:
+                    [answer] = self.metadata(topic, via=broker.broker_id).topics
+                except (OSError, ConnectionError):
+                    return None
+                if answer.error or not answer.partitions or any(
+                        p.leader < 0 or set(p.isr) != set(p.replicas) for p in answer.partitions):
+                    return None
+                answers.append(answer)
+            return answers[0] if len(set(answers)) == 1 else None
+        return self.wait_for(settled, timeout_s, what=f"topic {topic!r} on every broker")
+
+    def bootstrap(self) -> list[tuple[str, int]]:
+        """The addresses of the brokers now running, as a client's broker list."""
+        return [("127.0.0.1", b.port) for b in self.live()]
+
+    def zk_client(self):
+        """A started kazoo client inside the cluster's chroot; the caller stops it."""
+        from kazoo.client import KazooClient
+        client = KazooClient(hosts=self.zk_connect)
+        client.start(10)
+        return client
+
+    def controller(self) -> int | None:
+        """The broker id in /replication/controller, or None while there is none."""
+        from kazoo.exceptions import NoNodeError
+        client = self.zk_client()
+        try:
+            value, _ = client.get(replication_paths.CONTROLLER)
+            return replication_paths.ControllerInfo.decode(value).broker_id
+        except NoNodeError:
+            return None
+        finally:
+            client.stop()
+            client.close()
+
     def leaders(self, topic: str, via: int | None = None) -> dict[int, int]:
         return {p.partition: p.leader for p in self.metadata(topic, via).topics[0].partitions}
 
@@ -75,6 +122,13 @@ class ReplicatedCluster:
 class Wire(WireClient):
     def __init__(self, broker: BrokerProcess, timeout_s: float = 15.0) -> None:
         super().__init__(("127.0.0.1", broker.port), timeout_s)
+
+    @classmethod
+    def at(cls, address: tuple[str, int], timeout_s: float = 15.0) -> "Wire":
+        """A connection to a host and port (from a metadata answer: a restarted broker has a new port)."""
+        wire = cls.__new__(cls)
+        WireClient.__init__(wire, address, timeout_s)
+        return wire
 
     def metadata(self, *topics: str):
         body = self.request(encode_replication_request(MetadataRequest(tuple(topics))))

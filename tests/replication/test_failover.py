@@ -166,3 +166,20 @@ def test_every_broker_killed_and_restarted_comes_back_with_every_flushed_message
         cluster.start(broker_id)
     produce_all(cluster, "w", 0, [b"again"], timeout_s=30)
     assert committed(cluster, "w", 0, cluster.leaders("w")[0]) == payloads + [b"again"]
+
+
+def test_with_one_of_three_replicas_alive_reads_and_writes_go_on(three_brokers):
+    cluster = three_brokers  # min.insync.replicas=1
+    cluster.create("one")
+    produce_all(cluster, "one", 0, [b"three"])
+    survivor = cluster.leaders("one")[0]
+    for broker_id in (b for b in (0, 1, 2) if b != survivor):
+        cluster.brokers[broker_id].kill()
+    cluster.wait_for(lambda: cluster.metadata("one", via=survivor).topics[0].partitions[0].isr == (survivor,),
+                     what="the ISR to shrink to the survivor")
+    with Wire(cluster.brokers[survivor]) as wire:
+        assert wire.produce("one", 0, [b"alone"])[0] == 0
+        assert [p for _, p in wire.read_all("one", 0)] == [b"three", b"alone"]
+    # the other partition, led elsewhere or here, fails over to the survivor and takes writes too
+    produce_all(cluster, "one", 1, [b"other"], via=survivor)
+    assert committed(cluster, "one", 1, survivor)[-1] == b"other"
