@@ -184,11 +184,12 @@ def makeService(options: Options):  # BrokerService, in a MultiService with --we
     reactor.callWhenRunning(freeze_startup_objects)
     if options["webui"] == "none" and replication is None:
         return service
-    from twisted.application.service import MultiService
+    from twisted_broker.server.services import StopInOrder
 
-    # Stops its children in reverse: the console's port closes first, then replication moves
-    # this broker's leaderships away while it still serves, then the listeners and logs.
-    top = MultiService()
+    # Stops its children one by one, in reverse: the console's port closes first, then
+    # replication moves this broker's leaderships away while it still serves, then the
+    # listeners and logs.
+    top = StopInOrder()
     service.setServiceParent(top)
     top.broker = broker
     if replication is not None:

@@ -5,15 +5,9 @@ error (which a retrying producer turns into a duplicate)."""
 
 import signal
 
-import pytest
-
 from tests.replication.conftest import Wire
 
 
-@pytest.mark.xfail(strict=True, reason="tap.py puts the broker and replication services under one MultiService, "
-                                       "whose stopService stops its children at once, not one after the other: the "
-                                       "ZooKeeper session closes while ReplicationService.stopService still waits for "
-                                       "the controller ('controlled shutdown failed: Connection has been closed')")
 def test_sigterm_moves_leaderships_before_the_session_closes(three_brokers):
     cluster = three_brokers
     metadata = cluster.create("cs")

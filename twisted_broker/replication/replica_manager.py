@@ -334,21 +334,17 @@ class ReplicaManager:
         """Check a follower's fetch and record its position (its durable one under
         log.visibility=flushed); returns the leader's replica. Raises the error its answer
         carries."""
-        replica = self.replicas.get((topic, partition))
-        if replica is None:
-            raise WrongPartition(f"{topic}-{partition} has no replica on broker {self.broker_id}")
-        if replica_id not in self.cluster.replicas(topic, partition) or replica_id == self.broker_id:
-            raise NotAReplica(f"broker {replica_id} is not a follower of {replica.name}")
+        replica = self._asked_by_follower(replica_id, topic, partition)
         if replica.role is not Role.LEADER:
             if leader_epoch > replica.leader_epoch:
                 raise UnknownLeaderEpoch(f"{replica.name}: epoch {leader_epoch} is newer than {replica.leader_epoch}")
             raise NotLeaderForPartition(f"{replica.name} is not led by broker {self.broker_id}")
         leader = replica.leader
         if leader_epoch > leader.leader_epoch:
-            # A follower knows of a newer leader: this one is deposed, whatever ZooKeeper
-            # has told it so far.
+            # A follower knows of a newer leader (from ZooKeeper): stop taking writes until
+            # ZooKeeper, read now, says whether this broker still leads at this epoch.
             leader.fence()
-            self.cluster.reread_state(topic, partition)
+            self.cluster.reread_state(topic, partition).addBoth(lambda _: self._state_changed(topic, partition))
             raise UnknownLeaderEpoch(f"{replica.name}: epoch {leader_epoch} is newer than {leader.leader_epoch}")
         if leader_epoch < leader.leader_epoch:
             raise FencedLeaderEpoch(f"{replica.name}: epoch {leader_epoch} is older than {leader.leader_epoch}")
@@ -362,12 +358,19 @@ class ReplicaManager:
         self._apply(replica, decision)
         return replica
 
-    def epoch_end_offset(self, topic: str, partition: int, current_leader_epoch: int, epoch: int) -> tuple[int, int]:
-        """Where ``epoch`` ends on this leader's log (epochs.end_offset_for). Raises like
-        ``follower_fetch``."""
+    def _asked_by_follower(self, replica_id: int, topic: str, partition: int) -> Replica:
         replica = self.replicas.get((topic, partition))
         if replica is None:
             raise WrongPartition(f"{topic}-{partition} has no replica on broker {self.broker_id}")
+        if replica_id not in self.cluster.replicas(topic, partition) or replica_id == self.broker_id:
+            raise NotAReplica(f"broker {replica_id} is not a follower of {replica.name}")
+        return replica
+
+    def epoch_end_offset(self, replica_id: int, topic: str, partition: int, current_leader_epoch: int,
+                         epoch: int) -> tuple[int, int]:
+        """Where ``epoch`` ends on this leader's log (epochs.end_offset_for). Raises like
+        ``follower_fetch``."""
+        replica = self._asked_by_follower(replica_id, topic, partition)
         if replica.role is not Role.LEADER or replica.fenced:
             raise NotLeaderForPartition(f"{replica.name} is not led by broker {self.broker_id}")
         if current_leader_epoch < replica.leader_epoch:

@@ -111,8 +111,8 @@ class ReplicationRequests:
         answers = []
         for query in request.queries:
             try:
-                epoch, end = self.manager.epoch_end_offset(query.topic, query.partition, query.current_leader_epoch,
-                                                           query.epoch)
+                epoch, end = self.manager.epoch_end_offset(request.replica_id, query.topic, query.partition,
+                                                           query.current_leader_epoch, query.epoch)
                 answers.append((NO_ERROR, epoch, end))
             except KafkaError as exc:
                 answers.append((exc.code, -1, -1))
@@ -199,6 +199,12 @@ class ReplicationRequests:
         the live brokers. With default.replication.factor > 1, an unknown topic is created
         first. A topic's error: 3 for a 0.7 topic (or an unknown one when topics are created
         as 0.7 topics), 38 when it cannot be created with that factor, 17 for a bad name."""
+        waited = 0.0
+        while not self.cluster.synced and waited < TOPIC_CREATION_WAIT_S:
+            # Just started (or reconnected for the first time): ZooKeeper not read yet, so an
+            # existing topic would look unknown.
+            yield deferLater(self.clock, CREATION_RETRY_S, lambda: None)
+            waited += CREATION_RETRY_S
         topics = request.topics or tuple(sorted(self.cluster.assignments))
         errors = {}
         for topic in topics:

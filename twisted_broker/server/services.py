@@ -23,7 +23,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from twisted.application.service import Service
+from twisted.application.service import MultiService, Service
 from twisted.internet.defer import inlineCallbacks
 from twisted.internet.interfaces import IReadWriteDescriptor
 from twisted.internet.protocol import Factory
@@ -49,6 +49,20 @@ class Listener:
     endpoint: object  # an IStreamServerEndpoint that listens at once (TCP, TLS)
     factory: Factory  # with disconnect_all(): a stopping broker drops its connections
     port_file: str | None = None  # the bound port is written here once started (for tests)
+
+
+class StopInOrder(MultiService):
+    """A MultiService that stops its children one after the other, newest first.
+
+    MultiService stops them all at once; a broker needs its replication stopped (leaderships
+    moved away through ZooKeeper, a controlled shutdown) before the broker service closes the
+    ZooKeeper session and the listeners."""
+
+    @inlineCallbacks
+    def stopService(self):
+        Service.stopService(self)
+        for child in reversed(list(self)):
+            yield child.stopService()
 
 
 class BrokerService(Service):
