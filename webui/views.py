@@ -6,58 +6,32 @@ autoescaping); these functions never build HTML. Everything a user or a client w
 names, group and consumer ids, registrations, payloads) passes through as data.
 
 Also here: pagination, the rebalance check of 0.7's VerifyConsumerRebalance, the payload
-display (text or hex), the lag chart's geometry, and the number formats the templates use.
+display (text or hex), and the number formats the templates use; the lag chart's geometry is
+in lag_chart.py, replicated topics' views in replication_views.py.
 """
 
 from __future__ import annotations
 
 import base64
 import math
-import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from twisted_broker.client.topic_filter import topic_filter_for
 from twisted_broker.registry import paths, rebalance
-from twisted_broker.replication.paths import PartitionState
-from webui.cluster_cache import BrokerEntry, ConsumerEntry, GroupState, ReplicatedTopic
+from webui.cluster_cache import BrokerEntry, ConsumerEntry, GroupState
+from webui.formats import human_bytes, thousands, utc_time  # noqa: F401 (the templates' filters)
+from webui.lag_chart import lag_chart
 from webui.lag_history import LagSample
 from webui.message_browser import BrowsedMessage, BrowseResult
+# The replicated topics' views, importable from here like every page's.
+from webui.replication_views import (  # noqa: F401 (importable from here)
+    replicated_partition_row, replicated_partition_rows, replicated_topic_page, replication_summary,
+)
 
 PAGE_SIZE = 50
 PAYLOAD_PREVIEW_BYTES = 4096
 FORMATS = ("auto", "text", "hex")
-
-# -- formats (also Jinja2 filters) ----------------------------------------------------------
-
-
-def human_bytes(value: int | float | None) -> str:
-    if value is None:
-        return "unknown"
-    value = float(value)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(value) < 1024 or unit == "TiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:.1f} TiB"  # pragma: no cover
-
-
-def thousands(value: int | float | None) -> str:
-    if value is None:
-        return "unknown"
-    if isinstance(value, float) and not value.is_integer():
-        return f"{value:,.1f}"
-    return f"{int(value):,}"
-
-
-def utc_time(ms: int | float | None) -> str:
-    if ms is None:
-        return "unknown"
-    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ms / 1000))
-
-
-# -- pagination -----------------------------------------------------------------------------
-
 
 def paginate(items: Sequence, page: int, per_page: int = PAGE_SIZE) -> dict[str, Any]:
     """One page of ``items`` (pages count from 1; an out-of-range page is clamped)."""
@@ -114,77 +88,6 @@ def _topic_row(cluster, topic: str) -> dict[str, Any]:
     counts = cluster.topic_brokers(topic)
     return {"name": topic, "brokers": sorted(counts), "partitions": sum(counts.values()),
             "replication_factor": None, "under_replicated": 0, "offline": 0}
-
-
-# -- replication ----------------------------------------------------------------------------
-
-
-def replicated_partition_row(partition: int, replicas: Sequence[int], state: PartitionState | None,
-                             brokers: Mapping[int, BrokerEntry]) -> dict[str, Any]:
-    """One partition of a replicated topic as ZooKeeper says it is.
-
-    ``offline``: no leader (the state says -1, or no state is written yet), as the controller
-    counts it. ``under_replicated``: it has a leader and its ISR is smaller than its replica
-    list (Kafka's definition, counted here for the whole cluster). ``leader_registered`` is
-    False for a leader whose broker has left ``/brokers/ids`` and that the controller has not
-    replaced yet (a moment after a crash)."""
-    leader = state.leader if state is not None and state.online else None
-    isr = list(state.isr) if state is not None else []
-    return {"partition": partition, "replicas": list(replicas), "preferred_leader": replicas[0] if replicas else None,
-            "leader": leader, "leader_epoch": state.leader_epoch if state is not None else None, "isr": isr,
-            "out_of_sync": [b for b in replicas if b not in isr], "down": [b for b in replicas if b not in brokers],
-            "has_state": state is not None, "offline": leader is None,
-            "leader_registered": leader is not None and leader in brokers,
-            "under_replicated": leader is not None and len(isr) < len(replicas)}
-
-
-def replicated_partition_rows(entry: ReplicatedTopic, brokers: Mapping[int, BrokerEntry]) -> list[dict[str, Any]]:
-    if entry.assignment is None:
-        return []
-    return [replicated_partition_row(p, replicas, entry.states.get(p), brokers)
-            for p, replicas in sorted(entry.assignment.replicas.items())]
-
-
-def replication_summary(cluster) -> dict[str, Any]:
-    """The cluster's replication at a glance: the controller, each replicated topic's row
-    (factor, partitions, under-replicated and offline counts), and the totals."""
-    brokers = cluster.brokers()
-    topics = {}
-    for topic in cluster.replicated_topics():
-        entry = cluster.replicated_topic(topic)
-        if entry is None:
-            continue
-        rows = replicated_partition_rows(entry, brokers)
-        topics[topic] = {"name": topic, "brokers": sorted({b for row in rows for b in row["replicas"]}),
-                         "partitions": len(rows), "replication_factor": entry.replication_factor,
-                         "under_replicated": sum(row["under_replicated"] for row in rows),
-                         "offline": sum(row["offline"] for row in rows), "error": entry.error}
-    controller = cluster.controller()
-    return {"controller": None if controller is None else {
-                "id": controller.broker_id, "epoch": controller.epoch, "registered": controller.broker_id in brokers},
-            "topics": topics, "partitions": sum(row["partitions"] for row in topics.values()),
-            "under_replicated_partitions": sum(row["under_replicated"] for row in topics.values()),
-            "offline_partitions": sum(row["offline"] for row in topics.values())}
-
-
-def replicated_topic_page(entry: ReplicatedTopic, *, brokers: Mapping[int, BrokerEntry],
-                          figures: Mapping[int, Mapping[str, Any]], groups: Sequence[str]) -> dict[str, Any]:
-    """A replicated topic's partitions 0..N-1: replicas, leader, ISR, marks, and the offsets
-    the leader answers (``figures`` per partition: earliest, latest, bytes_per_second, error)."""
-    partitions = []
-    for row in replicated_partition_rows(entry, brokers):
-        figure = figures.get(row["partition"], {})
-        earliest, latest = figure.get("earliest"), figure.get("latest")
-        partitions.append({**row, "earliest": earliest, "latest": latest,
-                           "size": latest - earliest if earliest is not None and latest is not None else None,
-                           "bytes_per_second": figure.get("bytes_per_second"), "error": figure.get("error")})
-    return {"topic": entry.topic, "replicated": True, "replication_factor": entry.replication_factor,
-            "error": entry.error, "partitions": partitions, "groups": list(groups),
-            "totals": {"partitions": len(partitions),
-                       "under_replicated": sum(p["under_replicated"] for p in partitions),
-                       "offline": sum(p["offline"] for p in partitions),
-                       "size": sum(p["size"] for p in partitions) if partitions and all(
-                           p["size"] is not None for p in partitions) else None}}
 
 
 # -- consumer groups ------------------------------------------------------------------------
@@ -330,45 +233,6 @@ def _partition_key(name: str) -> tuple:
 
 
 # -- lag chart ------------------------------------------------------------------------------
-
-
-def _nice_ceiling(value: float) -> float:
-    if value <= 0:
-        return 1.0
-    magnitude = 10 ** math.floor(math.log10(value))
-    for step in (1, 2, 2.5, 5, 10):
-        if value <= step * magnitude:
-            return step * magnitude
-    return 10 * magnitude  # pragma: no cover
-
-
-def lag_chart(samples: Sequence[LagSample], now_s: float, *, span_s: float = 3600.0,
-              width: int = 640, height: int = 200) -> dict[str, Any]:
-    """Geometry of an SVG line chart of total lag over the last ``span_s`` seconds: numbers
-    only, so the template needs no escaping decisions."""
-    left, right, top, bottom = 70, 10, 10, 30
-    plot_w, plot_h = width - left - right, height - top - bottom
-    recent = [s for s in samples if now_s - s.time_s <= span_s]
-    top_value = _nice_ceiling(max((s.total for s in recent), default=0))
-
-    def x(t: float) -> float:
-        return round(left + (t - (now_s - span_s)) / span_s * plot_w, 1)
-
-    def y(v: float) -> float:
-        return round(top + plot_h - v / top_value * plot_h, 1)
-
-    points = " ".join(f"{x(s.time_s)},{y(s.total)}" for s in recent)
-    y_ticks = [{"y": y(top_value * i / 4), "label": human_bytes(top_value * i / 4)} for i in range(5)]
-    x_ticks = [{"x": x(now_s - span_s + span_s * i / 4),
-                "label": f"-{int(span_s * (4 - i) / 4 / 60)} min" if i < 4 else "now"} for i in range(5)]
-    return {"width": width, "height": height, "left": left, "top": top, "right": width - right,
-            "bottom": top + plot_h, "points": points, "samples": len(recent),
-            "last": recent[-1].total if recent else None,
-            "dots": [{"x": x(s.time_s), "y": y(s.total)} for s in recent[-1:]],
-            "y_ticks": y_ticks, "x_ticks": x_ticks}
-
-
-# -- topics ---------------------------------------------------------------------------------
 
 
 def topic_page(topic: str, *, counts: Mapping[int, int], brokers: Mapping[int, BrokerEntry],

@@ -34,6 +34,9 @@ their offsets and starts the fetchers. Dropping chunks and deactivating the old 
 happen under each stream's lock, so no message of a released partition reaches the user
 after the commit: the next owner starts exactly where this one stopped.
 
+Over 400 lines on purpose: the lifecycle, the rebalance and the commits share one lock and
+one state (owned partitions, streams, fetchers); split, each part would reach into the other's.
+
 Threads: the caller's (create_message_streams*, commit_offsets, shutdown), the user's
 (iterating streams; a stream may be shared by threads), ``rebalance-<consumerId>``, one
 ``fetcher-<b>`` per broker, ``autocommit-<consumerId>``, and kazoo's, which only record events.

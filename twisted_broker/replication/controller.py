@@ -32,6 +32,7 @@ from twisted_broker.replication.election import (
     elect_leader, initial_state, leader_counts, preferred_leader, remove_from_isr,
 )
 from twisted_broker.replication.paths import ControllerInfo, PartitionState, TopicAssignment
+from twisted_broker.replication.reassignment import reassignment_step
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +109,8 @@ class Controller:
         except BadVersionError:
             # Only the holder of the node bumps the epoch, so this is a predecessor's late
             # write: give the node up and try again with the epoch read anew.
-            yield self._give_up()
+            yield self._delete(paths.CONTROLLER)
+            self._schedule(self._campaign)
             return
         except Exception as exc:
             log.warning("controller election: %s", exc)
@@ -134,14 +136,6 @@ class Controller:
                 pass
             value, stat = yield self._zk.get(paths.CONTROLLER_EPOCH)
             return int(value), stat.version
-
-    @inlineCallbacks
-    def _give_up(self):
-        try:
-            yield self._zk.delete(paths.CONTROLLER)
-        except NoNodeError:
-            pass
-        self._schedule(self._campaign)
 
     # -- reconciling ------------------------------------------------------------------------
 
@@ -379,28 +373,15 @@ class Controller:
         except AssignmentError as exc:
             log.error("reassignment of %s-%d refused: %s", move.topic, move.partition, exc)
             return True
-        current = assignment.replicas[move.partition]
-        state = cluster.state(move.topic, move.partition)
-        if current == target:
-            return True
-        if not set(target) <= set(current):  # step 1: add the new replicas; they start copying
-            widened = current + tuple(b for b in target if b not in current)
-            yield self._write_assignment(move.topic, assignment, move.partition, widened)
+        step = reassignment_step(assignment.replicas[move.partition], target,
+                                 cluster.state(move.topic, move.partition), controller_epoch=self.epoch)
+        if step.state is not None and not (yield self._write(move.topic, move.partition, step.state)):
             return False
-        if state is None or not set(target) <= set(state.isr):
-            return False  # still copying; the ISR change that completes it calls reconcile again
-        if state.leader not in target:  # step 2: lead from the new set, then drop the others
-            new = PartitionState(next(b for b in target if b in state.isr), state.leader_epoch + 1,
-                                 tuple(b for b in state.isr if b in target), self.epoch)
-            if not (yield self._write(move.topic, move.partition, new)):
-                return False
-        elif set(state.isr) - set(target):
-            new = replace(state, isr=tuple(b for b in state.isr if b in target), controller_epoch=self.epoch)
-            if not (yield self._write(move.topic, move.partition, new)):
-                return False
-        yield self._write_assignment(move.topic, assignment, move.partition, target)
-        log.info("%s-%d reassigned to %s", move.topic, move.partition, list(target))
-        return True
+        if step.assignment is not None:
+            yield self._write_assignment(move.topic, assignment, move.partition, step.assignment)
+        if step.done:
+            log.info("%s-%d reassigned to %s", move.topic, move.partition, list(target))
+        return step.done
 
     @inlineCallbacks
     def _write_assignment(self, topic: str, assignment: TopicAssignment, partition: int, replicas):

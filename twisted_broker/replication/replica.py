@@ -4,7 +4,7 @@ The role follows the partition's state in ZooKeeper: ``LEADER`` (with the pure
 ``LeaderPartition`` deciding ISR and high watermark), ``TRUNCATING`` then ``FOLLOWING`` (the
 fetcher drives those), ``OFFLINE`` (no leader), and ``fenced`` on a leader whose session is in
 doubt. This module keeps the state and the log and epoch files in step; it does no network
-I/O.
+I/O (produce requests waiting for acks=all wait here as Deferreds, fired by the manager).
 """
 
 from __future__ import annotations
@@ -12,7 +12,10 @@ from __future__ import annotations
 import logging
 from enum import Enum
 
+from twisted.internet.defer import Deferred
+
 from twisted_broker.replication.epochs import LeaderEpochCache
+from twisted_broker.replication.errors import RequestTimedOut
 from twisted_broker.replication.leader import LeaderPartition
 from twisted_broker.replication.paths import PartitionState
 from twisted_broker.storage.checkpoints import read_leader_epochs, write_leader_epochs
@@ -53,6 +56,40 @@ class Replica:
     @property
     def fenced(self) -> bool:
         return self.leader is not None and self.leader.fenced
+
+    # -- produce requests waiting for acks=all --------------------------------------------
+
+    def wait_for_commit(self, end_offset: int, deadline_ms: int) -> Deferred:
+        """Fires once the high watermark reaches ``end_offset``; ``expire_waiters`` fails it
+        with RequestTimedOut after ``deadline_ms``, ``fail_waiters`` with the leadership's end."""
+        d: Deferred = Deferred()
+        if self.log.end_offset >= end_offset:
+            d.callback(None)
+        else:
+            self.ack_waiters.append((end_offset, deadline_ms, d))
+        return d
+
+    def release_waiters(self) -> None:
+        hw = self.log.end_offset
+        done = [w for w in self.ack_waiters if w[0] <= hw]
+        if done:
+            self.ack_waiters = [w for w in self.ack_waiters if w[0] > hw]
+            for _end, _deadline, d in done:
+                d.callback(None)
+
+    def expire_waiters(self, now_ms: int) -> None:
+        late = [w for w in self.ack_waiters if w[1] <= now_ms]
+        if late:
+            self.ack_waiters = [w for w in self.ack_waiters if w[1] > now_ms]
+            for _end, _deadline, d in late:
+                d.errback(RequestTimedOut(f"{self.name}: not on every in-sync replica in time"))
+
+    def fail_waiters(self, error: Exception) -> None:
+        waiters, self.ack_waiters = self.ack_waiters, []
+        for _end, _deadline, d in waiters:
+            d.errback(error)
+
+    # -- leader epochs and roles -----------------------------------------------------------
 
     def save_epochs(self) -> None:
         write_leader_epochs(self.log.directory, self.epochs.encode())

@@ -28,7 +28,7 @@ from twisted_broker.replication import paths
 from twisted_broker.replication.cluster_state import ClusterState, Subscriber
 from twisted_broker.replication.epochs import UNDEFINED_EPOCH, UNDEFINED_OFFSET
 from twisted_broker.replication.errors import (
-    FencedLeaderEpoch, NotAReplica, NotEnoughReplicas, NotLeaderForPartition, RequestTimedOut, UnknownLeaderEpoch,
+    FencedLeaderEpoch, NotAReplica, NotEnoughReplicas, NotLeaderForPartition, UnknownLeaderEpoch,
 )
 from twisted_broker.replication.leader import Decision
 from twisted_broker.replication.paths import NO_LEADER, PartitionState
@@ -93,7 +93,7 @@ class ReplicaManager:
             if loop.running:
                 loop.stop()
         for replica in self.replicas.values():
-            self._fail_waiters(replica, NotLeaderForPartition(f"broker {self.broker_id} is stopping"))
+            replica.fail_waiters(NotLeaderForPartition(f"broker {self.broker_id} is stopping"))
         self.checkpoint_high_watermarks()
 
     def _on_connection(self, state) -> None:
@@ -140,7 +140,7 @@ class ReplicaManager:
         """A reassignment moved this replica away: stop, and delete its log."""
         del self.replicas[(replica.topic, replica.partition)]
         replica.role = Role.OFFLINE
-        self._fail_waiters(replica, NotLeaderForPartition(f"{replica.name} moved away from broker {self.broker_id}"))
+        replica.fail_waiters(NotLeaderForPartition(f"{replica.name} moved away from broker {self.broker_id}"))
         self.on_follow(replica)
         self.logs.delete_log(replica.topic, replica.partition)
         log.info("%s: replica moved away from this broker and deleted", replica.name)
@@ -184,7 +184,7 @@ class ReplicaManager:
         if replica.role is Role.LEADER:
             log.info("%s: no longer leader (epoch %d -> %d, leader %s)", replica.name, replica.leader_epoch,
                      state.leader_epoch, state.leader if state.online else "none")
-            self._fail_waiters(replica, NotLeaderForPartition(f"{replica.name} has a new leader"))
+            replica.fail_waiters(NotLeaderForPartition(f"{replica.name} has a new leader"))
         if state.leader == NO_LEADER:
             replica.go_offline(state)
             self.on_follow(replica)
@@ -206,14 +206,14 @@ class ReplicaManager:
             if replica.role is Role.LEADER:
                 self._apply(replica, replica.leader.tick(now))
             if replica.ack_waiters:
-                self._expire_waiters(replica, now)
+                replica.expire_waiters(now)
 
     # -- the leader's decisions ------------------------------------------------------------
 
     def _apply(self, replica: Replica, decision: Decision) -> None:
         if decision.high_watermark is not None:
             replica.log.publish_to(decision.high_watermark)
-            self._release_waiters(replica)
+            replica.release_waiters()
         if decision.propose_isr is not None:
             self._write_isr(replica, decision.propose_isr)
 
@@ -288,32 +288,7 @@ class ReplicaManager:
     def wait_for_commit(self, replica: Replica, end_offset: int, timeout_ms: int) -> Deferred:
         """Fires once the high watermark reaches ``end_offset``; fails with RequestTimedOut
         after ``timeout_ms``, or NotLeaderForPartition if the leadership is lost first."""
-        d: Deferred = Deferred()
-        if replica.log.end_offset >= end_offset:
-            d.callback(None)
-            return d
-        replica.ack_waiters.append((end_offset, self._now_ms() + timeout_ms, d))
-        return d
-
-    def _release_waiters(self, replica: Replica) -> None:
-        hw = replica.log.end_offset
-        done = [w for w in replica.ack_waiters if w[0] <= hw]
-        if done:
-            replica.ack_waiters = [w for w in replica.ack_waiters if w[0] > hw]
-            for _end, _deadline, d in done:
-                d.callback(None)
-
-    def _expire_waiters(self, replica: Replica, now_ms: int) -> None:
-        late = [w for w in replica.ack_waiters if w[1] <= now_ms]
-        if late:
-            replica.ack_waiters = [w for w in replica.ack_waiters if w[1] > now_ms]
-            for _end, _deadline, d in late:
-                d.errback(RequestTimedOut(f"{replica.name}: not on every in-sync replica in time"))
-
-    def _fail_waiters(self, replica: Replica, error: Exception) -> None:
-        waiters, replica.ack_waiters = replica.ack_waiters, []
-        for _end, _deadline, d in waiters:
-            d.errback(error)
+        return replica.wait_for_commit(end_offset, self._now_ms() + timeout_ms)
 
     # -- follower requests (served by the leader) -----------------------------------------------
 
