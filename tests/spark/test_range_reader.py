@@ -30,7 +30,7 @@ class _Broker:
         self.cut_at_boundaries = cut_at_boundaries  # as this project's broker answers
         self.starts = [offset for offset, _n, _m in iter_entries(data)] + [len(data)]
 
-    def __call__(self, host: str, port: int, socket_timeout_ms: int) -> "_Broker":
+    def __call__(self, host: str, port: int, socket_timeout_ms: int, connect_timeout_ms: int | None) -> "_Broker":
         return self
 
     def __enter__(self) -> "_Broker":
@@ -139,7 +139,7 @@ def _read_replicas(monkeypatch, replicas: dict[int, _Broker], start: int, end: i
     look; returns the reader and the pauses it asked for."""
     for port, replica in replicas.items():
         replica.port = port
-    monkeypatch.setattr(range_reader, "SimpleConsumer", lambda host, port, socket_timeout_ms: replicas[port])
+    monkeypatch.setattr(range_reader, "SimpleConsumer", lambda host, port, **_timeouts: replicas[port])
     pauses, clock = [], iter(range(1000))
     reader = range_reader.read_replicas("t", 0, [(port - 10, "127.0.0.1", port) for port in replicas], start, end,
                                         fetch_bytes=300, crc="fail", socket_timeout_ms=1000,

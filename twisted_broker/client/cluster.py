@@ -112,11 +112,15 @@ class ConsumerPool:
         self._connect_timeout_ms, self._buffer_size = connect_timeout_ms, buffer_size
         self._consumers: dict[tuple[str, int], SimpleConsumer] = {}
 
-    def get(self, host: str, port: int) -> SimpleConsumer:
+    def get(self, host: str, port: int, *, connect_timeout_ms: int | None = None) -> SimpleConsumer:
+        """The consumer of ``host:port``; one made by this call connects within
+        ``connect_timeout_ms`` (default: the pool's)."""
         consumer = self._consumers.get((host, port))
         if consumer is None:
+            if connect_timeout_ms is None:
+                connect_timeout_ms = self._connect_timeout_ms
             consumer = SimpleConsumer(host, port, socket_timeout_ms=self._socket_timeout_ms,
-                                      buffer_size=self._buffer_size, connect_timeout_ms=self._connect_timeout_ms)
+                                      buffer_size=self._buffer_size, connect_timeout_ms=connect_timeout_ms)
             self._consumers[host, port] = consumer
         return consumer
 

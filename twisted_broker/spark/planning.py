@@ -61,6 +61,7 @@ from twisted_broker.client.cluster import (  # PROBE_BATCH, PROBE_LIMIT: kept im
     probe_partition_count, registered_partitions, replicated_partitions,
 )
 from twisted_broker.client.errors import ReplicasUnavailable
+from twisted_broker.client.replicated_consumer import LEADER_CONNECT_TIMEOUT_MS
 from twisted_broker.client.replicated_topics import (
     ReplicatedTopic, TopicMetadataCache, registered_replicated_topic,
 )
@@ -132,8 +133,10 @@ def discover_partitions(topic: str, consumers: Consumers, *, zk_connect: str | N
         if not found:
             raise PlanningError(f"topic {topic} is not registered by any live broker in ZooKeeper at {zk_connect}")
         return found
-    replicated = TopicMetadataCache(lambda _id, address, name: consumers.get(*address).metadata((name,)),
-                                    lambda: sorted((brokers or {}).items())).topic(topic)
+    def ask(_broker_id: int, address: tuple[str, int], name: str):
+        return consumers.get(*address, connect_timeout_ms=LEADER_CONNECT_TIMEOUT_MS).metadata((name,))
+
+    replicated = TopicMetadataCache(ask, lambda: sorted((brokers or {}).items())).topic(topic)
     if replicated is not None:
         found = _live(replicated)
         if not found:
@@ -177,14 +180,16 @@ def ask_replicas(consumers: Consumers, target: Target, call: Callable[[SimpleCon
 
     A 0.7 partition has one; its errors are raised as they are. For a replicated partition, a
     replica that cannot be reached or holds no replica any more (WrongPartition) is passed
-    over; raises ReplicasUnavailable naming each one's failure when none answers.
+    over; raises ReplicasUnavailable naming each one's failure when none answers. A replica's
+    connection is given LEADER_CONNECT_TIMEOUT_MS, not the socket timeout: the port of a
+    leader killed a moment ago refuses at once, and retrying it would only wait.
     """
     if isinstance(target, BrokerPartition):
         return call(consumers.of(target))
     failures = []
     for replica in target.replicas:
         try:
-            return call(consumers.of(replica))
+            return call(consumers.get(replica.host, replica.port, connect_timeout_ms=LEADER_CONNECT_TIMEOUT_MS))
         except (OSError, WrongPartition) as exc:  # ConnectionError, TimeoutError included
             log.info("partition %s: broker %d does not answer (%s); asking the next replica",
                      target.name, replica.broker_id, exc)

@@ -35,7 +35,9 @@ moment) the read goes on *at the offset it reached* on the next one: the rows al
 over are not read again and none is skipped. After a round in which none served, it pauses
 (0.1 s doubling to 1 s) and tries the round again, until ``failover_timeout_ms`` passed
 without progress; then ReplicasUnavailable names each replica's last failure and the task
-fails. A connection that hangs costs ``socket.timeout.ms`` before it counts as a failure.
+fails. A replica's connection is given LEADER_CONNECT_TIMEOUT_MS (1 s), not the socket
+timeout, since a dead broker's port refuses at once and BrokerConnection retries a refusal
+until its connect timeout; a connection that hangs once open costs ``socket.timeout.ms``.
 
 Blocking I/O, no Spark: the data source calls ``read_range`` or ``read_replicas`` from ``read``.
 """
@@ -52,6 +54,7 @@ import pyarrow as pa
 
 from twisted_broker.client.errors import ReplicasUnavailable
 from twisted_broker.client.fetched_message_set import FetchedMessageSet
+from twisted_broker.client.replicated_consumer import LEADER_CONNECT_TIMEOUT_MS
 from twisted_broker.client.replicated_topics import LeaderBackoff
 from twisted_broker.client.simple_consumer import SimpleConsumer
 from twisted_broker.errors import InvalidFetchSize, InvalidMessage, OffsetOutOfRange, WrongPartition
@@ -151,7 +154,7 @@ class _FetchAhead:
 
 
 def read_range(topic: str, broker_id: int, partition: int, host: str, port: int, start: int, end: int, *,
-               fetch_bytes: int, crc: str, socket_timeout_ms: int,
+               fetch_bytes: int, crc: str, socket_timeout_ms: int, connect_timeout_ms: int | None = None,
                where: str | None = None) -> Iterator[MessageColumns]:
     """``[start, end)`` of ``topic`` partition ``partition`` on broker ``broker_id`` at
     ``host:port``: one MessageColumns per fetch, in log order.
@@ -159,12 +162,14 @@ def read_range(topic: str, broker_id: int, partition: int, host: str, port: int,
     Raises OffsetOutOfRange (retention deleted the range meanwhile; NothingServed: the broker
     answered nothing before ``end``), InvalidFetchSize, NotAMessageBoundary, and the
     InvalidMessage errors of message_columns, each naming the topic and partition (as
-    ``where`` says, by default ``<topic> <broker>-<partition>``).
+    ``where`` says, by default ``<topic> <broker>-<partition>``). The connection is retried
+    for ``connect_timeout_ms`` (default: ``socket_timeout_ms``).
     """
     where = where or f"{topic} {broker_id}-{partition}"
     offset = start
     walk = False  # until an answer ends in a partial entry
-    with SimpleConsumer(host, port, socket_timeout_ms=socket_timeout_ms) as consumer:
+    with SimpleConsumer(host, port, socket_timeout_ms=socket_timeout_ms,
+                        connect_timeout_ms=connect_timeout_ms) as consumer:
         while offset < end:
             ahead = _FetchAhead(consumer, topic, partition, offset, end, fetch_bytes, walk)
             unusual = None
@@ -212,6 +217,7 @@ def read_replicas(topic: str, partition: int, replicas: Sequence[Replica], start
             try:
                 for columns in read_range(topic, broker_id, partition, host, port, offset, end,
                                           fetch_bytes=fetch_bytes, crc=crc, socket_timeout_ms=socket_timeout_ms,
+                                          connect_timeout_ms=LEADER_CONNECT_TIMEOUT_MS,
                                           where=f"{topic} partition {partition}"):
                     if columns.num_rows:
                         offset = columns.next_offset[-1].as_py()  # a message boundary: where to go on
