@@ -102,6 +102,23 @@ def test_options_are_checked_with_their_names():
             ReadOptions.parse(bad)
 
 
+
+def test_a_replicated_partition_is_named_by_number_and_asks_its_leader_then_the_isr():
+    from twisted_broker.client.cluster import replicated_partitions
+    from twisted_broker.client.replicated_topics import ReplicatedTopic
+    from twisted_broker.wire.replication import PartitionMetadata
+    topic = ReplicatedTopic("t", (PartitionMetadata(0, 2, 4, (0, 1, 2, 3), (2, 3, 0)),
+                                  PartitionMetadata(1, -1, 5, (1,), ())),
+                            {0: ("h0", 90), 2: ("h2", 92), 3: ("h3", 93)})  # broker 1 is down
+    first, offline = replicated_partitions(topic)
+    assert (first.name, first.broker_id, first.host, first.port) == ("0", None, "h2", 92)
+    assert [replica.broker_id for replica in first.replicas] == [2, 3, 0]  # leader, ISR; broker 1 is not live
+    assert offline.replicas == ()
+    parsed = ReadOptions.parse({"zk.connect": "z", "topic": "t", "startingOffsets": '{"0": 5, "01": -2}',
+                                "failover.timeout.ms": "0"})
+    assert parsed.starting == {"0": 5, "1": -2} and parsed.failover_timeout_ms == 0
+
+
 # -- the ETL's recovery step, on files alone ------------------------------------------------
 
 def _etl(tmp_path, **options) -> EtlRun:
