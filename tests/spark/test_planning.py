@@ -119,6 +119,44 @@ def test_a_replicated_partition_is_named_by_number_and_asks_its_leader_then_the_
     assert parsed.starting == {"0": 5, "1": -2} and parsed.failover_timeout_ms == 0
 
 
+
+class _Replicas:
+    """A consumer pool over fake replicas: ``answers[port]`` is a list of latest offsets, one
+    per Offsets request (None: connection refused)."""
+
+    def __init__(self, answers: dict[int, list[int | None]]) -> None:
+        self.answers, self.asked = answers, []
+
+    def get(self, host: str, port: int, *, connect_timeout_ms: int | None = None):
+        pool = self
+
+        class Consumer:
+            def get_offsets_before(self, topic, partition, time_ms, max_offsets):
+                pool.asked.append(port)
+                latest = pool.answers[port].pop(0)
+                if latest is None:
+                    raise ConnectionRefusedError(f"127.0.0.1:{port} refused")
+                return [latest, 0]
+        return Consumer()
+
+
+def test_offsets_are_asked_again_while_the_replica_answering_is_behind_the_offset_wanted():
+    from twisted_broker.client.cluster import ReplicatedPartition
+    from twisted_broker.spark.planning import replica_offsets
+    target = ReplicatedPartition(0, (BrokerPartition(2, 0, "h", 92), BrokerPartition(0, 0, "h", 90)))
+    pool, pauses = _Replicas({92: [None, None, None], 90: [100, 100, 250]}), []
+    clock = iter(range(100))
+    offsets = replica_offsets(pool, "t", target, at_least=200, timeout_ms=5000, clock=lambda: next(clock) / 10,
+                              sleep=pauses.append)
+    assert offsets.latest == 250 and pool.asked == [92, 90] * 3  # the dead leader, then the follower, thrice
+    assert pauses == [0.1, 0.2]
+    # behind for longer than the timeout: the last answer, for the caller to judge
+    pool = _Replicas({92: [None] * 9, 90: [100] * 9})
+    offsets = replica_offsets(pool, "t", target, at_least=200, timeout_ms=250, clock=lambda: next(clock) / 10,
+                              sleep=pauses.append)
+    assert offsets.latest == 100 and len(pool.asked) == 6
+
+
 # -- the ETL's recovery step, on files alone ------------------------------------------------
 
 def _etl(tmp_path, **options) -> EtlRun:

@@ -24,7 +24,8 @@ How a run works (file layout: checkpoint.py):
    stopped, on whichever replica serves it now. Keyed by the serving broker, the new
    leader's key would have no checkpoint and be read again from ``--start``, and the old
    one's stay ``unavailable``. The offsets are asked of the leader, or of the next replica
-   that answers when it does not (a follower's are at most as far: only committed data).
+   that answers when it does not (a follower's are at most as far: only committed data;
+   one behind the checkpoint is asked again for a while, planning.replica_offsets).
 4. **Write** the exact ranges (startingOffsets/endingOffsets as JSON, so a retried Spark task
    reads exactly the same bytes) into ``OUTPUT/_tmp/<run>/`` with Spark, with the Parquet
    settings of write_options.py (``--write-option KEY=VALUE`` overrides or adds).
@@ -63,12 +64,12 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from twisted_broker.spark import checkpoint as ckpt
 from twisted_broker.spark.checkpoint import Checkpoint, CheckpointError, CheckpointStore
-from twisted_broker.spark.options import DEFAULT_FETCH_BYTES, DEFAULT_SPLIT_BYTES
+from twisted_broker.spark.options import DEFAULT_FAILOVER_TIMEOUT_MS, DEFAULT_FETCH_BYTES, DEFAULT_SPLIT_BYTES
 from twisted_broker.client.cluster import partition_name
 from twisted_broker.client.consumer_stream import split_partition_name
 from twisted_broker.client.errors import ReplicasUnavailable
 from twisted_broker.spark.planning import (
-    Consumers, PlanningError, Target, ask_replicas, discover_partitions, partition_offsets,
+    Consumers, PlanningError, Target, discover_partitions, replica_offsets,
 )
 from twisted_broker.spark.spark_jobs import SparkProgress, is_spark_failure, root_cause
 from twisted_broker.spark.write_options import write_options
@@ -255,12 +256,12 @@ class EtlRun:
             except PlanningError as exc:
                 raise EtlError(str(exc)) from None
             for target in targets:
+                start = committed.get(target.name)
                 try:
-                    offsets = ask_replicas(consumers, target,
-                                           lambda consumer: partition_offsets(consumer, self.topic, target.partition))
+                    offsets = replica_offsets(consumers, self.topic, target, at_least=start or 0,
+                                              timeout_ms=DEFAULT_FAILOVER_TIMEOUT_MS)
                 except ReplicasUnavailable as exc:
                     raise EtlError(f"{self.topic}: {exc}; nothing was written") from None
-                start = committed.get(target.name)
                 if start is None:
                     start = offsets.earliest if self.start == "earliest" else offsets.latest
                 if start > offsets.latest:

@@ -42,7 +42,11 @@ How this works:
 Offsets and split probes of a replicated partition go to its first replica that answers
 (``ask_replicas``): a leader killed a moment ago is still named in ZooKeeper until its
 session ends, and a follower answers up to its own high watermark, never past what is
-committed, so a plan made there is only shorter.
+committed, so a plan made there is only shorter. A follower learns the leader's high
+watermark on its next fetch, so for a moment it may be behind an offset the leader already
+reported (an ETL checkpoint, an ``endingOffsets`` planned before the failover):
+``replica_offsets`` then asks again, pausing 0.1 s doubling to 1 s, for up to
+``failover.timeout.ms``, before such an offset is judged past the end.
 
 Everything here blocks (sockets, ZooKeeper) and runs on the driver, never on executors.
 """
@@ -51,6 +55,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -63,7 +68,7 @@ from twisted_broker.client.cluster import (  # PROBE_BATCH, PROBE_LIMIT: kept im
 from twisted_broker.client.errors import ReplicasUnavailable
 from twisted_broker.client.replicated_consumer import LEADER_CONNECT_TIMEOUT_MS
 from twisted_broker.client.replicated_topics import (
-    ReplicatedTopic, TopicMetadataCache, registered_replicated_topic,
+    LeaderBackoff, ReplicatedTopic, TopicMetadataCache, registered_replicated_topic,
 )
 from twisted_broker.client.simple_consumer import LATEST_TIME, SimpleConsumer
 from twisted_broker.errors import InvalidMessage, WrongPartition
@@ -208,6 +213,36 @@ def partition_offsets(consumer: SimpleConsumer, topic: str, partition: int) -> P
     return PartitionOffsets(earliest=ascending[0], latest=ascending[-1], segment_starts=tuple(ascending[:-1]))
 
 
+def replica_offsets(consumers: Consumers, topic: str, target: Target, *, at_least: int = 0,
+                    timeout_ms: int = 0, clock: Callable[[], float] = time.monotonic,
+                    sleep: Callable[[float], None] = time.sleep) -> PartitionOffsets:
+    """The partition's offsets from its first replica that answers (``ask_replicas``).
+
+    For a replicated partition whose answer ends before ``at_least`` (a follower's high
+    watermark behind the leader's for a moment), asked again with pauses for up to
+    ``timeout_ms``; the last answer is returned, for the caller to judge. Raises as
+    ask_replicas.
+    """
+    def ask() -> PartitionOffsets:
+        return ask_replicas(consumers, target, lambda consumer: partition_offsets(consumer, topic, target.partition))
+
+    offsets = ask()
+    if isinstance(target, BrokerPartition) or offsets.latest >= at_least:
+        return offsets
+    deadline, backoff = clock() + timeout_ms / 1000, LeaderBackoff(100, 1000)
+    while offsets.latest < at_least and (remaining := deadline - clock()) > 0:
+        log.info("%s partition %s: the replica answering ends at %d, before offset %d; asking again",
+                 topic, target.name, offsets.latest, at_least)
+        sleep(backoff.next_pause_s(remaining))
+        offsets = ask()
+    return offsets
+
+
+def _given_offset(spec: OffsetSpec, name: str) -> int:
+    """The byte offset a JSON spec gives ``name`` (0 for none, earliest or latest)."""
+    return max(spec.get(name, 0), 0) if isinstance(spec, dict) else 0
+
+
 def resolve_offset(spec: OffsetSpec, name: str, offsets: PartitionOffsets, *, default: int) -> int:
     """The offset ``spec`` names for partition ``name`` (``default`` when a JSON omits it)."""
     if spec == EARLIEST:
@@ -237,8 +272,9 @@ def plan_ranges(options: ReadOptions, consumers: Consumers) -> list[OffsetRange]
         found = [target for target in found if target.name in options.ending]
     ranges = []
     for target in found:
-        offsets = ask_replicas(consumers, target,
-                               lambda consumer: partition_offsets(consumer, options.topic, target.partition))
+        offsets = replica_offsets(consumers, options.topic, target, timeout_ms=options.failover_timeout_ms,
+                                  at_least=max(_given_offset(options.starting, target.name),
+                                               _given_offset(options.ending, target.name)))
         start = resolve_offset(options.starting, target.name, offsets, default=offsets.earliest)
         end = resolve_offset(options.ending, target.name, offsets, default=offsets.latest)
         if start < offsets.earliest:
