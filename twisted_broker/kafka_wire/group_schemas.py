@@ -1,6 +1,8 @@
 """Schemas of the consumer-group APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat,
 LeaveGroup, OffsetCommit, OffsetFetch, DescribeGroups, ListGroups (Kafka 2.1 layouts,
-non-flexible encodings).
+non-flexible encodings). Field names are Kafka's message specs' names in snake case, as in
+cluster_schemas.py, except OffsetCommit's ``generation_id`` (Kafka 2.1's name; later specs
+call it generation_id_or_member_epoch).
 
 Member metadata (JoinGroup) and assignments (SyncGroup) are opaque BYTES to the broker;
 consumer_protocol.py decodes the "consumer" protocol's for display.
