@@ -19,6 +19,10 @@ from twisted_broker.kafka_wire.primitives import (
 )
 from twisted_broker.kafka_wire.schema import Schema, in_array
 
+# FindCoordinator's key types.
+GROUP_KEY = 0
+TRANSACTION_KEY = 1  # refused: no transactions
+
 REQUESTS: dict[tuple[int, int], Schema] = {}
 RESPONSES: dict[tuple[int, int], Schema] = {}
 
@@ -37,7 +41,7 @@ def _throttled(schema: Schema) -> Schema:
     return schema.evolve(add=[_THROTTLE], before=schema.names[0])
 
 
-# -- FindCoordinator (10): key_type 0 = group (1 = transaction: refused, no transactions) ---
+# -- FindCoordinator (10) -------------------------------------------------------------------
 _FIND_REQUEST_V0 = Schema(("key", STRING))
 _FIND_REQUEST_V1 = _FIND_REQUEST_V0.evolve(add=[("key_type", INT8_T, 0)])
 _FIND_V0 = Schema(("error_code", INT16_T), ("node_id", INT32_T), ("host", STRING), ("port", INT32_T))

@@ -30,6 +30,12 @@ from twisted_broker.kafka_wire.primitives import (
 )
 from twisted_broker.kafka_wire.schema import Schema, in_array
 
+# ListOffsets' special timestamps, and Fetch/ListOffsets isolation levels.
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+READ_UNCOMMITTED = 0
+READ_COMMITTED = 1  # without transactions, the same records as READ_UNCOMMITTED
+
 REQUESTS: dict[tuple[int, int], Schema] = {}
 RESPONSES: dict[tuple[int, int], Schema] = {}
 
@@ -118,8 +124,8 @@ for _v in range(4, 11):
     RESPONSES[FETCH, _v] = _FETCH_V4 if _v == 4 else _FETCH_V5 if _v < 7 else _FETCH_V7
 
 # -- ListOffsets (2) ------------------------------------------------------------------------
-# timestamp -1: the latest offset (the log end), -2: the earliest; else the first record at
-# or after that time (ms).
+# timestamp LATEST_TIMESTAMP: the log end, EARLIEST_TIMESTAMP: the log start; else the
+# first record at or after that time (ms).
 _LIST_OFFSETS_PARTITION_V1 = Schema(("partition_index", INT32_T), ("timestamp", INT64_T))
 _LIST_OFFSETS_PARTITION_V4 = _LIST_OFFSETS_PARTITION_V1.evolve(
     add=[("current_leader_epoch", INT32_T, -1)], before="timestamp")
