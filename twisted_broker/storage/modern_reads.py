@@ -75,9 +75,10 @@ def exact_count(segment: Segment, entry: Entry) -> int:
 
 def earliest(log: Log) -> int:
     """The modern offset of the log's first record (ListOffsets ``earliest``)."""
-    first = log.segments[0]
-    offset = first.offset_index.first_offset
-    return first.start if offset is None else offset
+    index = log.segments[0].offset_index
+    if index.first_offset is not None:
+        return index.first_offset
+    return index.start if index.carry is None else max(index.start, index.carry)
 
 
 def modern_end(log: Log) -> int:
@@ -101,8 +102,7 @@ def modern_end(log: Log) -> int:
             if last is None:
                 continue
         return last.first + exact_count(segment, last)
-    newest = _walked(log, len(segments) - 1).offset_index  # an empty log: where records will start
-    return max(earliest(log), newest.carry if newest.carry is not None else 0)
+    return earliest(log)  # nothing visible: where the first record is or will be
 
 
 def locate(log: Log, offset: int) -> tuple[int, Entry] | None:

@@ -201,6 +201,13 @@ class OffsetIndex:
         finally:
             os.close(fd)
 
+    def follow(self, previous: "OffsetIndex", previous_size: int) -> None:
+        """Take the least first offset of this (new) segment from the one before it, if that
+        one is walked to its end; otherwise a query will walk it (it may then be gone to
+        retention only if no modern client ever asked: nobody saw an offset it shifted)."""
+        if self.carry is None and previous.carry is not None and previous.walked == previous_size:
+            self.carry = max(self.start, previous.carry)
+
     def close(self) -> None:
         """Nothing to release (no descriptor is kept); here for the segment's symmetry."""
 
