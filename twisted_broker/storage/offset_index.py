@@ -49,7 +49,8 @@ ROW = struct.Struct(">qqq")  # file position, first offset, max timestamp (ms) b
 ROW_INTERVAL_BYTES = 4096
 NO_TIMESTAMP = -1
 PLAIN, WRAPPER, STORED = "0.7 message", "0.7 wrapper", "stored batch"
-_HEAD = struct.Struct(">iBBI")  # length, magic, attributes (or magic 0's crc), crc
+_HEAD = struct.Struct(">iBB")  # length, magic, attributes (magic 1; magic 0's crc starts there)
+_CRC_1 = struct.Struct(">I")  # a magic-1 entry's crc, at byte 6
 _MIN_INNER_BYTES = 9  # the smallest inner 0.7 entry (magic 0): bounds a wrapper's count by ISIZE
 
 
@@ -70,7 +71,7 @@ class Entry:
 def wrapper_count(view, position: int, next_position: int) -> int:
     """The records of the 0.7 wrapper at ``position``, counted by inflating it (1 if damaged:
     verification fences it before anyone is served its bytes)."""
-    magic, attributes, crc = view[position + 4], view[position + 5], _HEAD.unpack_from(view, position)[3]
+    magic, attributes, (crc,) = view[position + 4], view[position + 5], _CRC_1.unpack_from(view, position + 6)
     try:
         return len(expand_wrapper(Message(magic, attributes, crc, bytes(view[position + 10:next_position]))))
     except InvalidMessage:
@@ -86,32 +87,40 @@ def walk(view, position: int, end: int, start: int, carry: int,
     entry (damage: verification.py answers fetches there).
     """
     unpack = _HEAD.unpack_from
-    while end - position >= 10:
-        size, magic, attributes, _crc = unpack(view, position)
+    while end - position >= 9:  # the smallest entry: magic 0, empty payload
+        size, magic, attributes = unpack(view, position)
         following = position + 4 + size
         if size < 5 or following > end:
             return
         offset = start + position
         first = offset if carry <= offset else carry
-        header = None
         if magic == 0 or not attributes & 3:
-            kind, count, timestamp = PLAIN, 1, time_of(position)
-        elif is_stored_batch(view[position:position + 26]):
-            try:
-                header = read_stored_header(view[position:position + HEAD_BYTES])
-            except StoredBatchError:
-                return
-            kind, count = STORED, header.records_count
-            timestamp = (time_of(position) if header.attributes & TIMESTAMP_TYPE_LOG_APPEND
-                         else header.max_timestamp)
+            entry = Entry(position, following, first, 1, time_of(position), PLAIN)
         else:
-            kind, timestamp, count = WRAPPER, time_of(position), None
-            if attributes & 3 != GZIP or int.from_bytes(view[following - 4:following], "little") \
-                    // _MIN_INNER_BYTES >= start + following - first:
-                count = wrapper_count(view, position, following)
-        yield Entry(position, following, first, count, timestamp, kind, header)
-        carry = first + (count or 1)
+            entry = _wrapper_entry(view, position, following, first, start, attributes, time_of)
+            if entry is None:
+                return
+        yield entry
+        carry = first + (entry.count or 1)
         position = following
+
+
+def _wrapper_entry(view, position: int, following: int, first: int, start: int, attributes: int,
+                   time_of) -> Entry | None:
+    """The entry of a compressed 0.7 message: a stored batch or a 0.7 wrapper (None: damaged)."""
+    if is_stored_batch(view[position:position + 26]):
+        try:
+            header = read_stored_header(view[position:position + HEAD_BYTES])
+        except StoredBatchError:
+            return None
+        timestamp = (time_of(position) if header.attributes & TIMESTAMP_TYPE_LOG_APPEND
+                     else header.max_timestamp)
+        return Entry(position, following, first, header.records_count, timestamp, STORED, header)
+    count = None
+    if attributes & 3 != GZIP or int.from_bytes(view[following - 4:following], "little") \
+            // _MIN_INNER_BYTES >= start + following - first:
+        count = wrapper_count(view, position, following)
+    return Entry(position, following, first, count, time_of(position), WRAPPER)
 
 
 class OffsetIndex:
@@ -232,14 +241,11 @@ class OffsetIndex:
             self.carry = max(self.start, carry_in)
         if self.walked >= size:
             return
+        added = len(self.positions)
         with mmap.mmap(fd, size, access=mmap.ACCESS_READ) as mapped, memoryview(mapped) as view:
-            added = len(self.positions)
-            try:
-                for entry in walk(view, self.walked, size, self.start, self.carry, self.time_of):
-                    self._note(entry)
-            finally:
-                new_rows = b"".join(ROW.pack(*row) for row in zip(
-                    self.positions[added:], self.firsts[added:], self.times[added:]))
+            self._walk_to(view, size)
+        new_rows = b"".join(ROW.pack(*row) for row in zip(
+            self.positions[added:], self.firsts[added:], self.times[added:]))
         if new_rows:
             fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
             try:
@@ -247,15 +253,45 @@ class OffsetIndex:
             finally:
                 os.close(fd)
 
-    def _note(self, entry: Entry) -> None:
-        positions = self.positions
-        if not positions or entry.position - positions[-1] >= ROW_INTERVAL_BYTES:
-            self._add_row(entry.position, entry.first, self.max_timestamp)
-        if entry.timestamp > self.max_timestamp:
-            self.max_timestamp = entry.timestamp
-        self.walked = entry.next_position
-        self.carry = entry.first + (entry.count or 1)
-        self.last = entry
+    def _walk_to(self, view, end: int) -> None:
+        """``walk``'s rules with the 0.7 messages inline (no Entry, no time per message): a
+        first walk of a 0.7 log covers every message it holds."""
+        position, carry, start = self.walked, self.carry, self.start
+        positions, max_timestamp, time_of = self.positions, self.max_timestamp, self.time_of
+        next_row = positions[-1] + ROW_INTERVAL_BYTES if positions else 0
+        unpack = _HEAD.unpack_from
+        last_plain = last = -1  # the latest 0.7 message whose time is not in max_timestamp yet
+        last_first = carry
+        while end - position >= 9:
+            size, magic, attributes = unpack(view, position)
+            following = position + 4 + size
+            if size < 5 or following > end:
+                break
+            offset = start + position
+            first = offset if carry <= offset else carry
+            if position >= next_row:
+                if last_plain >= 0:  # append times grow with the position
+                    max_timestamp = max(max_timestamp, time_of(last_plain))
+                    last_plain = -1
+                self._add_row(position, first, max_timestamp)
+                next_row = position + ROW_INTERVAL_BYTES
+            if magic == 0 or not attributes & 3:
+                carry = first + 1
+                last_plain = last = position
+                last_first = first
+            else:
+                entry = _wrapper_entry(view, position, following, first, start, attributes, time_of)
+                if entry is None:
+                    break
+                carry = first + (entry.count or 1)
+                max_timestamp = max(max_timestamp, entry.timestamp)
+                last, self.last = -1, entry
+            position = following
+        if last_plain >= 0:
+            max_timestamp = max(max_timestamp, time_of(last_plain))
+        if last >= 0:
+            self.last = Entry(last, position, last_first, 1, time_of(last), PLAIN)
+        self.walked, self.carry, self.max_timestamp = position, carry, max_timestamp
 
     def row_before_position(self, position: int) -> tuple[int, int]:
         """(file position, first offset) of the last row at or before ``position``."""
