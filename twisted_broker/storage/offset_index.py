@@ -130,7 +130,7 @@ class OffsetIndex:
         self.path = segment_path[:segment_path.rfind(".")] + SUFFIX
         self.start = start
         self.positions, self.firsts, self.times = array("q"), array("q"), array("q")
-        self._marks, self._mark_times = array("q"), array("q")  # appends this run: position, ms
+        self._marks, self._mark_times = array("q"), array("d")  # appends this run: position, s
         self.walked = 0  # file position up to which entries are walked (a boundary)
         self.carry: int | None = None  # least first offset of the entry at ``walked``; None: unknown
         self.max_timestamp = NO_TIMESTAMP  # of the walked entries
@@ -181,12 +181,12 @@ class OffsetIndex:
 
     # -- the segment's calls ---------------------------------------------------------------
 
-    def appended(self, position: int, now_ms: int) -> None:
-        """Note an append at file ``position`` (O(1): the 0.7 path's whole cost here)."""
+    def appended(self, position: int, now: float) -> None:
+        """Note an append at file ``position`` at ``now`` (s): the 0.7 path's whole cost here."""
         marks = self._marks
         if not marks or position - marks[-1] >= ROW_INTERVAL_BYTES:
             marks.append(position)
-            self._mark_times.append(now_ms)
+            self._mark_times.append(now)
 
     def truncate(self, size: int) -> None:
         """Forget rows and marks at or past file position ``size`` (the segment was cut)."""
@@ -232,7 +232,7 @@ class OffsetIndex:
         """A 0.7 entry's timestamp: the time of the append that wrote it (to a row interval),
         or the segment file's mtime for bytes written before this run."""
         index = bisect_right(self._marks, position) - 1
-        return self._mark_times[index] if index >= 0 else self.default_ms
+        return int(self._mark_times[index] * 1000) if index >= 0 else self.default_ms
 
     def catch_up(self, fd: int, size: int, carry_in: int) -> None:
         """Walk the entries of the segment file ``fd`` from the last walked one to ``size``;

@@ -171,7 +171,7 @@ class Segment:
                 raise LogWriteError(truncate_exc.errno, f"{self.path}: cannot cut back a failed write: {truncate_exc}") from exc
             raise LogWriteError(exc.errno, f"{self.path}: {exc.strerror}") from exc
         self.size = before + written
-        self.offset_index.appended(before, int(now * 1000))
+        self.offset_index.appended(before, now)
         self.verified.add(before, self.size)  # the broker validated every entry it appends
         if self.first_append_time is None:
             self.first_append_time = now
