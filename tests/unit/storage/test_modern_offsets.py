@@ -160,6 +160,8 @@ def test_offsets_carry_across_segments_and_segments_go_with_retention(make_log, 
     wrapper = encode_compressed_message_set([b""] * 5000, GZIP)
     appended(log, [b"a" * 3000])
     log.append(ValidatedMessageSet(memoryview(wrapper), 5000))  # the last entry of segment 0
+    log.flush()
+    assert modern_end(log) == 3010 + 5000  # a modern client is reading the log
     clock.advance(1)
     after = appended(log, [b"b"])[0]  # rolls: the first entry of segment 1
     log.flush()
@@ -227,3 +229,14 @@ def test_an_offset_before_the_log_is_out_of_range(make_log, clock):
     log.delete_old_segments(clock())
     with pytest.raises(OffsetOutOfRange):
         locate(log, 0)
+
+
+def test_a_segment_no_modern_query_walked_is_not_walked_to_start_the_next(make_log, clock):
+    log = make_log(file_size=1000)
+    appended(log, [b"a" * 2000])
+    clock.advance(1)
+    after = appended(log, [b"b"])[0]  # segment 1
+    log.flush()
+    assert modern_end(log) == after + 1
+    assert log.segments[0].offset_index.walked == 0  # ListOffsets latest did not walk segment 0
+    assert locate(log, 0)[1].first == 0
