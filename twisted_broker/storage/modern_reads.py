@@ -125,11 +125,7 @@ def locate(log: Log, offset: int) -> tuple[int, Entry] | None:
     first_here = segments[k].offset_index.first_offset
     if k > 0 and first_here is not None and offset < first_here:
         k -= 1  # records of the previous segment's last entry, shifted past this start
-    index = segments[k].offset_index
-    if index.positions:
-        position, carry = index.row_before_offset(offset)
-    else:
-        position, carry = 0, index.carry or segments[k].start
+    position, carry = segments[k].offset_index.row_before_offset(offset)
     for segment, entry in _entries(log, k, position, carry):
         if offset < entry.first + 1 or offset < entry.first + exact_count(segment, entry):
             return segments.index(segment), entry
@@ -236,10 +232,7 @@ def offset_for_time(log: Log, timestamp: int,
         index = segment.offset_index
         if index.max_timestamp < timestamp or not segment.visible_size:
             continue
-        if index.positions:
-            position, carry = index.row_before_time(timestamp)
-        else:
-            position, carry = 0, index.carry or segment.start
+        position, carry = index.row_before_time(timestamp)
         for found_segment, entry in _entries(log, k, position, carry):
             if entry.timestamp < timestamp:
                 continue
@@ -262,8 +255,7 @@ def iter_batch_headers(log: Log, offset: int | None = None) -> Iterator[tuple[in
     segments = log.segments
     k = max(bisect_right([segment.start for segment in segments], offset) - 1, 0)
     index = _walked(log, k).offset_index
-    position, carry = index.row_before_position(offset - segments[k].start) if index.positions \
-        else (0, index.carry or segments[k].start)
+    position, carry = index.row_before_position(offset - segments[k].start)
     for segment, entry in _entries(log, k, position, carry, written=True):
         if entry.kind == STORED and segment.start + entry.position >= offset:
             yield entry.first, entry.header

@@ -294,19 +294,23 @@ class OffsetIndex:
         self.walked, self.carry, self.max_timestamp = position, carry, max_timestamp
 
     def row_before_position(self, position: int) -> tuple[int, int]:
-        """(file position, first offset) of the last row at or before ``position``."""
-        index = max(bisect_right(self.positions, position) - 1, 0)
-        return self.positions[index], self.firsts[index]
+        """(file position, first offset) of the last row at or before ``position``: where a
+        walk to it starts ((0, least first offset) while the segment has no rows)."""
+        return self._row(bisect_right(self.positions, position) - 1)
 
     def row_before_offset(self, offset: int) -> tuple[int, int]:
-        """(file position, first offset) of the last row whose first offset is at most ``offset``."""
-        index = max(bisect_right(self.firsts, offset) - 1, 0)
-        return self.positions[index], self.firsts[index]
+        """As row_before_position, for the last row whose first offset is at most ``offset``."""
+        return self._row(bisect_right(self.firsts, offset) - 1)
 
     def row_before_time(self, timestamp: int) -> tuple[int, int]:
-        """(file position, first offset) of the last row before which every record is older
-        than ``timestamp``: the first record at or after it is at or past that row."""
-        index = max(bisect_right(self.times, timestamp - 1) - 1, 0)
+        """As row_before_position, for the last row before which every record is older than
+        ``timestamp``: the first record at or after it is at or past that row."""
+        return self._row(bisect_right(self.times, timestamp - 1) - 1)
+
+    def _row(self, index: int) -> tuple[int, int]:
+        if not self.positions:
+            return 0, self.start if self.carry is None else max(self.start, self.carry)
+        index = max(index, 0)
         return self.positions[index], self.firsts[index]
 
     @property
