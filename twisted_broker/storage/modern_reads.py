@@ -272,6 +272,11 @@ def append_batch(log: Log, batch: bytearray, values: Sequence[bytes | None], lea
     and append it; return its base offset. Raises LogWriteError as Log.append does."""
     base = next_offset(log)
     stamp(batch, base, leader_epoch)
+    header = read_header(batch)
     entry = encode_stored_entry(batch, values)
-    log.append(ValidatedMessageSet(memoryview(entry), read_header(batch).records_count))
+    offset = log.append(ValidatedMessageSet(memoryview(entry), header.records_count))
+    segment = log.segments[-1]
+    position = offset - segment.start
+    segment.offset_index.note_appended(Entry(position, position + len(entry), base, header.records_count,
+                                             header.max_timestamp, STORED, header))
     return base

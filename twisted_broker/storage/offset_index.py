@@ -165,6 +165,7 @@ class OffsetIndex:
             kept += 1
         if kept * ROW.size != size:
             self._cut_file(kept)
+        self._rows_in_file = kept
         self._resume_at_last_row()
 
     def _resume_at_last_row(self) -> None:
@@ -193,7 +194,9 @@ class OffsetIndex:
         keep = bisect_right(self.positions, size - 1) if size > 0 else 0
         if keep < len(self.positions):
             del self.positions[keep:], self.firsts[keep:], self.times[keep:]
-            self._cut_file(keep)
+            if self._rows_in_file > keep:
+                self._cut_file(keep)
+                self._rows_in_file = keep
         marks = bisect_right(self._marks, size - 1) if size > 0 else 0
         del self._marks[marks:], self._mark_times[marks:]
         if self.walked > size or (self.last is not None and self.last.next_position > size):
@@ -218,7 +221,8 @@ class OffsetIndex:
             self.carry = max(self.start, previous.carry)
 
     def close(self) -> None:
-        """Nothing to release (no descriptor is kept); here for the segment's symmetry."""
+        """Write the rows noted since the last walk (no descriptor is kept)."""
+        self.write_rows()
 
     def delete(self) -> None:
         try:
@@ -239,19 +243,35 @@ class OffsetIndex:
         ``carry_in`` is the least first offset of the segment's first entry."""
         if self.carry is None:
             self.carry = max(self.start, carry_in)
-        if self.walked >= size:
+        if self.walked < size:
+            with mmap.mmap(fd, size, access=mmap.ACCESS_READ) as mapped, memoryview(mapped) as view:
+                self._walk_to(view, size)
+        self.write_rows()
+
+    def write_rows(self) -> None:
+        """Append the rows not yet in the file to it."""
+        written = self._rows_in_file
+        if written == len(self.positions):
             return
-        added = len(self.positions)
-        with mmap.mmap(fd, size, access=mmap.ACCESS_READ) as mapped, memoryview(mapped) as view:
-            self._walk_to(view, size)
         new_rows = b"".join(ROW.pack(*row) for row in zip(
-            self.positions[added:], self.firsts[added:], self.times[added:]))
-        if new_rows:
-            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
-            try:
-                os.write(fd, new_rows)
-            finally:
-                os.close(fd)
+            self.positions[written:], self.firsts[written:], self.times[written:]))
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+        try:
+            os.write(fd, new_rows)
+        finally:
+            os.close(fd)
+        self._rows_in_file = len(self.positions)
+
+    def note_appended(self, entry: Entry) -> None:
+        """Take in an entry the broker has just appended right after the walked ones (a
+        stored batch whose header it knows), sparing the next query a walk of it."""
+        if self.walked != entry.position or self.carry is None:
+            return  # entries before it are not walked yet: a walk will find it
+        positions = self.positions
+        if not positions or entry.position - positions[-1] >= ROW_INTERVAL_BYTES:
+            self._add_row(entry.position, entry.first, self.max_timestamp)
+        self.max_timestamp = max(self.max_timestamp, entry.timestamp)
+        self.walked, self.carry, self.last = entry.next_position, entry.first + entry.count, entry
 
     def _walk_to(self, view, end: int) -> None:
         """``walk``'s rules with the 0.7 messages inline (no Entry, no time per message): a
