@@ -222,7 +222,10 @@ class OffsetIndex:
 
     def close(self) -> None:
         """Write the rows noted since the last walk (no descriptor is kept)."""
-        self.write_rows()
+        try:
+            self.write_rows()
+        except OSError as exc:  # the rows are walked again next time: not worth failing a close
+            log.warning("%s: rows not written (%s); they will be walked again", self.path, exc)
 
     def delete(self) -> None:
         try:

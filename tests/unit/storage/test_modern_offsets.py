@@ -1,13 +1,11 @@
 """Modern offsets over a partition log (D1): firsts, the end, lookups, the shift, the index file."""
 
 import os
-import struct
 
 import pytest
 
 from twisted_broker.errors import OffsetOutOfRange
 from twisted_broker.kafka_wire.stored_batch import read_stored_header
-from twisted_broker.storage.log import Log, LogPolicy, open_log_directory
 from twisted_broker.storage.modern_reads import (
     append_batch, earliest, iter_batch_headers, locate, modern_end, next_offset,
 )
