@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import mmap
 from bisect import bisect_right
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 from twisted_broker.errors import InvalidMessage, OffsetOutOfRange
 from twisted_broker.kafka_wire.batch_header import read_header, stamp
 from twisted_broker.kafka_wire.legacy_sets import encode_legacy_set
+from twisted_broker.kafka_wire.record_batch import CorruptBatch, decode_batch
+from twisted_broker.kafka_wire.record_compression import UnsupportedCompression
 from twisted_broker.kafka_wire.stored_batch import batch_pieces, encode_stored_entry
 from twisted_broker.storage.log import Log
 from twisted_broker.storage.offset_index import PLAIN, STORED, Entry, walk, wrapper_count
@@ -217,14 +219,13 @@ def _send_run(segment: Segment, run: list[Entry], offset: int, budget: int, piec
     return size
 
 
-def offset_for_time(log: Log, timestamp: int,
-                    record_timestamps: Callable[[bytes], Sequence[int]] | None = None) -> int | None:
+def offset_for_time(log: Log, timestamp: int) -> int | None:
     """The offset of the first visible record with a timestamp at or after ``timestamp`` (ms),
     or None if there is none (ListOffsets by time).
 
-    ``record_timestamps(batch)`` gives a batch's records' timestamps in order (kafka_wire's
-    record decoding): with it the answer is exact inside a stored batch, without it the
-    batch's first offset. A 0.7 entry's timestamp is its append time (offset_index.py).
+    Inside a stored batch whose max timestamp reaches it, the records are decoded (that batch
+    only) to find the first that does. A 0.7 entry's timestamp is its append time
+    (offset_index.py).
     """
     segments = log.segments
     for k, segment in enumerate(segments):
@@ -236,16 +237,22 @@ def offset_for_time(log: Log, timestamp: int,
         for found_segment, entry in _entries(log, k, position, carry):
             if entry.timestamp < timestamp:
                 continue
-            if entry.kind == STORED and record_timestamps is not None:
-                with found_segment.entry_region(entry.position, entry.next_position - entry.position) as region:
-                    data = memoryview(region.read())
-                batch = b"".join(data[at:at + n] for at, n in batch_pieces(entry.header.size))
-                for delta, record_time in enumerate(record_timestamps(batch)):
-                    if record_time >= timestamp:
-                        return entry.first + delta
+            if entry.kind == STORED:
+                return _first_record_at(found_segment, entry, timestamp)
             return entry.first
         return None
     return None
+
+
+def _first_record_at(segment: Segment, entry: Entry, timestamp: int) -> int:
+    with segment.entry_region(entry.position, entry.next_position - entry.position) as region:
+        data = memoryview(region.read())
+    batch = b"".join(data[at:at + n] for at, n in batch_pieces(entry.header.size))
+    try:
+        _header, records = decode_batch(batch, verify=False)
+    except (CorruptBatch, UnsupportedCompression):
+        return entry.first  # its header said a record is late enough; which one is unknowable
+    return next((record.offset for record in records if record.timestamp >= timestamp), entry.first)
 
 
 def iter_batch_headers(log: Log, offset: int | None = None) -> Iterator[tuple[int, object]]:

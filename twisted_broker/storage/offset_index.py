@@ -6,8 +6,8 @@ message, the records_count of a stored batch (its header, stored_batch.py), the 
 of a 0.7 compressed wrapper (a gzip wrapper's ISIZE / 9 bounds it: when that cannot reach
 the next entry's offset the wrapper is not opened). Walking a segment's entries in order
 gives every first; the index keeps a row every ``ROW_INTERVAL_BYTES`` of log: (file position
-of an entry, its first offset, the largest record timestamp before it), so a lookup walks at
-most one interval from a row.
+of an entry, its first offset, the largest record timestamp up to it and in it), so a lookup
+walks at most one interval from a row.
 
 The walk is lazy: an append only notes its wall-clock time (a 0.7 entry's timestamp, D1),
 once per interval, and the rows are walked when a modern query first needs them (then
@@ -45,7 +45,7 @@ from twisted_broker.wire.message_set import expand_wrapper
 log = logging.getLogger(__name__)
 
 SUFFIX = ".index"
-ROW = struct.Struct(">qqq")  # file position, first offset, max timestamp (ms) before the entry
+ROW = struct.Struct(">qqq")  # file position, first offset, max timestamp (ms) up to its entry
 ROW_INTERVAL_BYTES = 4096
 NO_TIMESTAMP = -1
 PLAIN, WRAPPER, STORED = "0.7 message", "0.7 wrapper", "stored batch"
@@ -78,31 +78,51 @@ def wrapper_count(view, position: int, next_position: int) -> int:
         return 1
 
 
-def walk(view, position: int, end: int, start: int, carry: int,
-         time_of) -> Iterator[Entry]:
+def walk(view, position: int, end: int, start: int, carry: int, time_of, *,
+         rows_from: int | None = None) -> Iterator[Entry]:
     """The entries of a segment's bytes ``view`` from ``position`` (a boundary) to ``end``.
 
     ``carry`` is the least first offset the entry at ``position`` may have; ``time_of(p)`` the
     append time of a 0.7 entry at file position p. Stops early at a length that frames no
     entry (damage: verification.py answers fetches there).
+
+    With ``rows_from`` (the file position of the next row), the walk that places rows: a 0.7
+    message is yielded only at a row point, before a compressed entry, or as the last one
+    (no object per message: a first walk covers every message of a 0.7 log).
     """
     unpack = _HEAD.unpack_from
+    every = rows_from is None
+    next_row = 0 if every else rows_from
+    skipped: Entry | None = None  # the latest 0.7 message not yielded
     while end - position >= 9:  # the smallest entry: magic 0, empty payload
         size, magic, attributes = unpack(view, position)
         following = position + 4 + size
         if size < 5 or following > end:
-            return
+            break
         offset = start + position
         first = offset if carry <= offset else carry
         if magic == 0 or not attributes & 3:
-            entry = Entry(position, following, first, 1, time_of(position), PLAIN)
+            carry = first + 1
+            if every or position >= next_row:
+                next_row = position + ROW_INTERVAL_BYTES
+                skipped = None
+                yield Entry(position, following, first, 1, time_of(position), PLAIN)
+            else:
+                skipped = (position, following, first)
         else:
             entry = _wrapper_entry(view, position, following, first, start, attributes, time_of)
             if entry is None:
-                return
-        yield entry
-        carry = first + (entry.count or 1)
+                break
+            if skipped is not None:
+                yield Entry(*skipped, 1, time_of(skipped[0]), PLAIN)
+                skipped = None
+            if position >= next_row:
+                next_row = position + ROW_INTERVAL_BYTES
+            yield entry
+            carry = first + (entry.count or 1)
         position = following
+    if skipped is not None:
+        yield Entry(*skipped, 1, time_of(skipped[0]), PLAIN)
 
 
 def _wrapper_entry(view, position: int, following: int, first: int, start: int, attributes: int,
@@ -268,53 +288,23 @@ class OffsetIndex:
     def note_appended(self, entry: Entry) -> None:
         """Take in an entry the broker has just appended right after the walked ones (a
         stored batch whose header it knows), sparing the next query a walk of it."""
-        if self.walked != entry.position or self.carry is None:
-            return  # entries before it are not walked yet: a walk will find it
-        positions = self.positions
-        if not positions or entry.position - positions[-1] >= ROW_INTERVAL_BYTES:
-            self._add_row(entry.position, entry.first, self.max_timestamp)
-        self.max_timestamp = max(self.max_timestamp, entry.timestamp)
-        self.walked, self.carry, self.last = entry.next_position, entry.first + entry.count, entry
+        if self.walked == entry.position and self.carry is not None:
+            self._note(entry)  # else entries before it are not walked yet: a walk will find it
 
     def _walk_to(self, view, end: int) -> None:
-        """``walk``'s rules with the 0.7 messages inline (no Entry, no time per message): a
-        first walk of a 0.7 log covers every message it holds."""
-        position, carry, start = self.walked, self.carry, self.start
-        positions, max_timestamp, time_of = self.positions, self.max_timestamp, self.time_of
+        positions = self.positions
         next_row = positions[-1] + ROW_INTERVAL_BYTES if positions else 0
-        unpack = _HEAD.unpack_from
-        last_plain = last = -1  # the latest 0.7 message whose time is not in max_timestamp yet
-        last_first = carry
-        while end - position >= 9:
-            size, magic, attributes = unpack(view, position)
-            following = position + 4 + size
-            if size < 5 or following > end:
-                break
-            offset = start + position
-            first = offset if carry <= offset else carry
-            if position >= next_row:
-                if last_plain >= 0:  # append times grow with the position
-                    max_timestamp = max(max_timestamp, time_of(last_plain))
-                    last_plain = -1
-                self._add_row(position, first, max_timestamp)
-                next_row = position + ROW_INTERVAL_BYTES
-            if magic == 0 or not attributes & 3:
-                carry = first + 1
-                last_plain = last = position
-                last_first = first
-            else:
-                entry = _wrapper_entry(view, position, following, first, start, attributes, time_of)
-                if entry is None:
-                    break
-                carry = first + (entry.count or 1)
-                max_timestamp = max(max_timestamp, entry.timestamp)
-                last, self.last = -1, entry
-            position = following
-        if last_plain >= 0:
-            max_timestamp = max(max_timestamp, time_of(last_plain))
-        if last >= 0:
-            self.last = Entry(last, position, last_first, 1, time_of(last), PLAIN)
-        self.walked, self.carry, self.max_timestamp = position, carry, max_timestamp
+        for entry in walk(view, self.walked, end, self.start, self.carry, self.time_of, rows_from=next_row):
+            self._note(entry)
+
+    def _note(self, entry: Entry) -> None:
+        positions = self.positions
+        # A row's timestamp covers its own entry too: 0.7 messages the walk did not yield
+        # were appended no later than this one, and a bound from above is all a search needs.
+        self.max_timestamp = max(self.max_timestamp, entry.timestamp)
+        if not positions or entry.position - positions[-1] >= ROW_INTERVAL_BYTES:
+            self._add_row(entry.position, entry.first, self.max_timestamp)
+        self.walked, self.carry, self.last = entry.next_position, entry.first + (entry.count or 1), entry
 
     def row_before_position(self, position: int) -> tuple[int, int]:
         """(file position, first offset) of the last row at or before ``position``: where a

@@ -94,28 +94,6 @@ def test_unflushed_and_uncommitted_entries_are_not_fetched(make_log, make_batch)
     close_all(pieces)
 
 
-def record_timestamps(batch: bytes) -> list[int]:
-    """Timestamps of an uncompressed batch's records (the listener passes kafka_wire's decoder)."""
-    def varint(position):
-        value = shift = 0
-        while True:
-            byte = batch[position]
-            value |= (byte & 0x7F) << shift
-            position += 1
-            if not byte & 0x80:
-                return (value >> 1) ^ -(value & 1), position
-            shift += 7
-    first_timestamp = struct.unpack_from(">q", batch, 27)[0]
-    position, stamps = 61, []
-    for _ in range(struct.unpack_from(">i", batch, 57)[0]):
-        length, position = varint(position)
-        following = position + length
-        delta, _ = varint(position + 1)
-        stamps.append(first_timestamp + delta)
-        position = following
-    return stamps
-
-
 def test_offsets_for_a_time_find_the_first_record_at_or_after_it(make_log, make_batch, clock):
     log = make_log()
     now_ms = int(clock() * 1000)
@@ -126,16 +104,15 @@ def test_offsets_for_a_time_find_the_first_record_at_or_after_it(make_log, make_
         values = [b"%d" % hour * 1500] * 5  # rows between the batches
         bases.append(append_batch(log, make_batch(values, timestamps=times), values, 0))
     log.flush()
-    assert offset_for_time(log, 0, record_timestamps) == early
-    assert offset_for_time(log, now_ms + 1, record_timestamps) == bases[0]
-    assert offset_for_time(log, now_ms + 2_000_000, record_timestamps) == bases[1]
-    assert offset_for_time(log, now_ms + 2_000_015, record_timestamps) == bases[1] + 2
-    assert offset_for_time(log, now_ms + 2_000_015) == bases[1]  # without a decoder: the batch
-    assert offset_for_time(log, now_ms + 3_000_041, record_timestamps) is None
+    assert offset_for_time(log, 0) == early
+    assert offset_for_time(log, now_ms + 1) == bases[0]
+    assert offset_for_time(log, now_ms + 2_000_000) == bases[1]
+    assert offset_for_time(log, now_ms + 2_000_015) == bases[1] + 2
+    assert offset_for_time(log, now_ms + 3_000_041) is None
     clock.advance(4000)  # past the batches' times: a 0.7 message appended now is found
     later = append_0_7(log, encode_message_set([b"late"]), 1)
     log.flush()
-    assert offset_for_time(log, now_ms + 3_000_041, record_timestamps) == later
+    assert offset_for_time(log, now_ms + 3_000_041) == later
 
 
 def test_recovery_cuts_a_torn_stored_batch_and_the_index_follows(make_log, make_batch, tmp_path, clock):
