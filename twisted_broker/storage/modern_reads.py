@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import mmap
 from bisect import bisect_right
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from twisted_broker.errors import InvalidMessage, OffsetOutOfRange
 from twisted_broker.kafka_wire.batch_header import read_header, stamp
@@ -219,14 +219,30 @@ def _send_run(segment: Segment, run: list[Entry], offset: int, budget: int, piec
     return size
 
 
-def offset_for_time(log: Log, timestamp: int) -> int | None:
-    """The offset of the first visible record with a timestamp at or after ``timestamp`` (ms),
-    or None if there is none (ListOffsets by time).
+def record_for_time(log: Log, timestamp: int) -> tuple[int, int] | None:
+    """(offset, timestamp) of the first visible record with a timestamp at or after
+    ``timestamp`` (ms), or None if there is none: ListOffsets by time (v1 answers both).
 
     Inside a stored batch whose max timestamp reaches it, the records are decoded (that batch
     only) to find the first that does. A 0.7 entry's timestamp is its append time
     (offset_index.py).
     """
+    return _record_for_time(log, timestamp, _record_timestamps)
+
+
+def offset_for_time(log: Log, timestamp: int,
+                    record_timestamps: Callable[[bytes], Sequence[int]] | None = None) -> int | None:
+    """record_for_time's offset; ``record_timestamps(batch)``, if given, decodes a batch's
+    records' timestamps in order instead of kafka_wire's decoder."""
+    found = _record_for_time(log, timestamp, record_timestamps or _record_timestamps)
+    return None if found is None else found[0]
+
+
+def _record_timestamps(batch: bytes) -> list[int]:
+    return [record.timestamp for record in decode_batch(batch, verify=False)[1]]
+
+
+def _record_for_time(log: Log, timestamp: int, record_timestamps) -> tuple[int, int] | None:
     segments = log.segments
     for k, segment in enumerate(segments):
         _walked(log, k)
@@ -238,21 +254,22 @@ def offset_for_time(log: Log, timestamp: int) -> int | None:
             if entry.timestamp < timestamp:
                 continue
             if entry.kind == STORED:
-                return _first_record_at(found_segment, entry, timestamp)
-            return entry.first
+                return _first_record_at(found_segment, entry, timestamp, record_timestamps)
+            return entry.first, entry.timestamp
         return None
     return None
 
 
-def _first_record_at(segment: Segment, entry: Entry, timestamp: int) -> int:
+def _first_record_at(segment: Segment, entry: Entry, timestamp: int, record_timestamps) -> tuple[int, int]:
     with segment.entry_region(entry.position, entry.next_position - entry.position) as region:
         data = memoryview(region.read())
     batch = b"".join(data[at:at + n] for at, n in batch_pieces(entry.header.size))
     try:
-        _header, records = decode_batch(batch, verify=False)
+        stamps = record_timestamps(batch)
     except (CorruptBatch, UnsupportedCompression):
-        return entry.first  # its header said a record is late enough; which one is unknowable
-    return next((record.offset for record in records if record.timestamp >= timestamp), entry.first)
+        stamps = []  # its header said a record is late enough; which one is unknowable
+    return next(((entry.first + delta, time) for delta, time in enumerate(stamps) if time >= timestamp),
+                (entry.first, entry.header.max_timestamp))
 
 
 def iter_batch_headers(log: Log, offset: int | None = None) -> Iterator[tuple[int, object]]:

@@ -9,7 +9,7 @@ from twisted_broker.errors import InvalidMessage
 from twisted_broker.kafka_wire.legacy_sets import decode_legacy_set
 from twisted_broker.storage.log import Log, LogPolicy, open_log_directory
 from twisted_broker.storage.modern_reads import (
-    append_batch, locate, modern_end, offset_for_time, read_modern,
+    append_batch, locate, modern_end, offset_for_time, read_modern, record_for_time,
 )
 from twisted_broker.storage.recovery import recover_segment
 from twisted_broker.storage.segment import FileRegion
@@ -108,6 +108,8 @@ def test_offsets_for_a_time_find_the_first_record_at_or_after_it(make_log, make_
     assert offset_for_time(log, now_ms + 1) == bases[0]
     assert offset_for_time(log, now_ms + 2_000_000) == bases[1]
     assert offset_for_time(log, now_ms + 2_000_015) == bases[1] + 2
+    assert record_for_time(log, now_ms + 2_000_015) == (bases[1] + 2, now_ms + 2_000_020)
+    assert offset_for_time(log, now_ms + 2_000_015, lambda batch: [0] * 5) == bases[1]  # no record late enough
     assert offset_for_time(log, now_ms + 3_000_041) is None
     clock.advance(4000)  # past the batches' times: a 0.7 message appended now is found
     later = append_0_7(log, encode_message_set([b"late"]), 1)
