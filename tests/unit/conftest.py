@@ -1,0 +1,17 @@
+"""Fixtures shared by the unit tests of kafka_wire and storage."""
+
+import pytest
+
+from twisted_broker.kafka_wire.record_batch import build_batch
+
+
+def make_batch(values, *, timestamps=None, keys=None, **options) -> bytearray:
+    """A record batch (magic 2) of ``values``, as a producer sends it (options: build_batch's)."""
+    timestamps = timestamps or [1_700_000_000_000 + i for i in range(len(values))]
+    keys = keys or [None] * len(values)
+    return bytearray(build_batch(list(zip(timestamps, keys, values)), **options))
+
+
+@pytest.fixture(name="make_batch")
+def make_batch_fixture():
+    return make_batch
