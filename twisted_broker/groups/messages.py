@@ -99,3 +99,35 @@ class GroupDescription:
     protocol_type: str = ""
     protocol: str = ""
     members: tuple[MemberDescription, ...] = ()
+
+
+@dataclass(frozen=True)
+class OffsetCommit:
+    """One partition of an OffsetCommit: ``partition`` is the modern partition number."""
+
+    topic: str
+    partition: int
+    offset: int
+    metadata: str = ""
+
+
+@dataclass(frozen=True)
+class FetchedOffset:
+    offset: int  # -1: nothing committed
+    metadata: str = ""
+    error: int = 0
+
+
+@dataclass(frozen=True)
+class OffsetFetchResult:
+    """OffsetFetch's answer: ``error`` for the whole request (v2+ has a field for it; earlier
+    versions put it on every partition), else each partition's offset."""
+
+    error: int
+    offsets: Mapping[tuple[str, int], FetchedOffset] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ListGroupsResult:
+    error: int
+    groups: tuple[tuple[str, str], ...] = ()  # (group id, protocol type)
