@@ -238,13 +238,20 @@ def test_a_stale_generation_is_illegal_for_sync_heartbeat_and_commit():
     assert t.heartbeat("g", b, 2, 5) == errors.NONE
 
 
-def test_during_completing_rebalance_heartbeats_and_commits_get_rebalance_in_progress():
-    t = table()
+def completing_trio(t):
+    """a, b and a new member c at generation 3, waiting for the leader a's SyncGroup; returns
+    the answers to the joins."""
     a, b = stable_pair(t)
     joined(t, now=10, client="c")
     t.join("g", req(member_id=a, client="a"), 11)
-    t.join("g", req(member_id=b, client="b"), 12)
+    answers = t.join("g", req(member_id=b, client="b"), 12).answers.joins
     assert t.groups["g"].state == COMPLETING_REBALANCE
+    return a, b, answers
+
+
+def test_during_completing_rebalance_heartbeats_and_commits_get_rebalance_in_progress():
+    t = table()
+    a, b, _ = completing_trio(t)
     assert t.heartbeat("g", b, 3, 13) == errors.REBALANCE_IN_PROGRESS
     assert t.check_commit("g", b, 3, 13) == errors.REBALANCE_IN_PROGRESS
 
@@ -259,10 +266,7 @@ def test_during_preparing_rebalance_syncs_wait_for_no_one_and_commits_of_the_cur
 
 def test_a_repeated_join_while_completing_gets_the_current_generation_again():
     t = table()
-    a, b = stable_pair(t)
-    joined(t, now=10, client="c")
-    t.join("g", req(member_id=a, client="a"), 11)
-    first = t.join("g", req(member_id=b, client="b"), 12).answers.joins
+    a, b, first = completing_trio(t)
     again = t.join("g", req(member_id=a, client="a"), 13)
     assert again.reply == first[a]  # the leader's answer, with every member's metadata
 
