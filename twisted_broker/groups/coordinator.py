@@ -23,7 +23,7 @@ from twisted_broker.groups.messages import (
     Answers, FetchedOffset, GroupConfig, GroupDescription, JoinRequest, JoinResult, ListGroupsResult,
     OffsetCommit, OffsetFetchResult, Step, SyncResult,
 )
-from twisted_broker.groups.offset_store import NO_OFFSET, StoredOffset
+from twisted_broker.groups.offset_store import NO_OFFSET, STORE_ERRORS, StoredOffset
 from twisted_broker.groups.state import EMPTY
 from twisted_broker.groups.table import GroupTable, valid_group_id
 from twisted_broker.kafka_wire import errors
@@ -180,7 +180,7 @@ class GroupCoordinator:
         if stored:
             try:
                 written = yield self._offsets.commit(group_id, stored)
-            except Exception as exc:
+            except STORE_ERRORS as exc:
                 log.warning("commit of group %s failed: %s", group_id, exc)
                 written = [False] * len(stored)
             for key, ok in zip(keys, written):
@@ -212,7 +212,7 @@ class GroupCoordinator:
                     names.setdefault(topic, []).append(name)
                     asked[topic, name] = (topic, partition)
             stored = yield self._offsets.fetch(group_id, names)
-        except Exception as exc:
+        except STORE_ERRORS as exc:
             log.warning("offsets of group %s not read: %s", group_id, exc)
             return OffsetFetchResult(errors.COORDINATOR_NOT_AVAILABLE)
         found = {key: FetchedOffset(NO_OFFSET) for key in partitions}
@@ -232,7 +232,7 @@ class GroupCoordinator:
         if any(g not in self.table.groups for g in group_ids):
             try:
                 stored = set((yield self._offsets.groups()))
-            except Exception as exc:
+            except STORE_ERRORS as exc:
                 log.warning("groups not listed from the offset store: %s", exc)
         descriptions = []
         for group_id in group_ids:
@@ -250,7 +250,7 @@ class GroupCoordinator:
             return ListGroupsResult(errors.NOT_COORDINATOR)
         try:
             stored = yield self._offsets.groups()
-        except Exception as exc:
+        except STORE_ERRORS as exc:
             log.warning("groups not listed from the offset store: %s", exc)
             return ListGroupsResult(errors.COORDINATOR_NOT_AVAILABLE)
         listing = {group_id: "" for group_id in stored}

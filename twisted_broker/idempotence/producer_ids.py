@@ -19,7 +19,9 @@ from dataclasses import dataclass
 from twisted.internet.defer import Deferred, fail, inlineCallbacks, succeed
 
 from twisted_broker.kafka_wire import errors
-from twisted_broker.registry.zookeeper import BadVersionError, NodeExistsError, NoNodeError, ZooKeeper
+from twisted_broker.registry.zookeeper import (
+    UNAVAILABLE_ERRORS, BadVersionError, NodeExistsError, NoNodeError, ZooKeeper,
+)
 from twisted_broker.replication.paths import ROOT
 from twisted_broker.storage.checkpoints import write_atomically
 
@@ -34,6 +36,10 @@ _LONG_MAX = 2**63 - 1
 
 class ProducerIdsExhausted(Exception):
     """Every producer id (a Java long) was handed out."""
+
+
+class ClaimRaceLost(Exception):
+    """Other brokers won every compare-and-set this claim tried."""
 
 
 @dataclass(frozen=True)
@@ -95,6 +101,8 @@ class _BlockAllocator:
 
     @staticmethod
     def _unavailable(failure) -> InitProducerIdResult:
+        # ZooKeeper or the disk failing, a node nobody can read, lost races: the client retries
+        failure.trap(*UNAVAILABLE_ERRORS, OSError, ValueError, ProducerIdsExhausted, ClaimRaceLost)
         log.warning("no producer id block claimed: %s", failure.getErrorMessage())
         return InitProducerIdResult(errors.COORDINATOR_NOT_AVAILABLE)
 
@@ -151,7 +159,7 @@ class ZooKeeperProducerIds(_BlockAllocator):
             except BadVersionError:  # another broker claimed a block meanwhile
                 continue
             return block
-        raise RuntimeError(f"lost {MAX_CLAIM_ATTEMPTS} compare-and-sets on {PRODUCER_ID_BLOCK} in a row")
+        raise ClaimRaceLost(f"lost {MAX_CLAIM_ATTEMPTS} compare-and-sets on {PRODUCER_ID_BLOCK} in a row")
 
 
 class FileProducerIds(_BlockAllocator):
