@@ -299,24 +299,37 @@ def test_a_follower_rejoining_with_changed_metadata_rebalances():
     assert t.groups["g"].state == PREPARING_REBALANCE
 
 
-def test_the_last_member_leaving_empties_the_group_and_a_generation_minus_one_commit_is_then_allowed():
+def test_the_last_member_leaving_lets_the_group_go_and_a_generation_minus_one_commit_is_then_allowed():
     t = table()
     a, b = stable_pair(t)
     assert t.leave("g", b, 10).reply == errors.NONE
-    assert t.leave("g", a, 11).reply == errors.NONE
     group = t.groups["g"]
+    assert t.leave("g", a, 11).reply == errors.NONE
     assert group.state == EMPTY and group.generation == 3 and group.leader_id == ""
+    assert "g" not in t.groups  # its offsets are in the store, which lists it from now on
     assert t.check_commit("g", "", -1, 12) == errors.NONE
-    assert t.check_commit("g", a, 3, 12) == errors.UNKNOWN_MEMBER_ID
-    assert t.listing() == {"g": "consumer"}  # kept, with its offsets
+    assert t.check_commit("g", a, 3, 12) == errors.ILLEGAL_GENERATION  # the client rejoins
+    assert not t.groups
 
 
-def test_a_commit_to_a_group_never_seen_creates_it_empty_for_generation_minus_one_only():
+def test_a_commit_to_a_group_not_held_is_allowed_for_generation_minus_one_only():
     t = table()
-    assert t.check_commit("g", "m", 3, 0) == errors.ILLEGAL_GENERATION and not t.groups
+    assert t.check_commit("g", "m", 3, 0) == errors.ILLEGAL_GENERATION
     assert t.check_commit("g", "", -1, 0) == errors.NONE
-    assert t.groups["g"].state == EMPTY
-    assert t.check_commit("g", "", -1, 1) == errors.NONE
+    assert not t.groups
+
+
+def test_a_refused_first_join_leaves_nothing_held():
+    t = table()
+    for i in range(100):
+        assert t.join(f"g{i}", req(ptype=""), 0).reply.error == errors.INCONSISTENT_GROUP_PROTOCOL
+    assert not t.groups
+
+
+def test_a_commit_without_generation_to_a_group_with_members_is_from_an_unknown_member():
+    t = table()
+    stable_pair(t)
+    assert t.check_commit("g", "", -1, 5) == errors.UNKNOWN_MEMBER_ID
 
 
 def test_a_commit_by_a_member_renews_its_session():
