@@ -30,7 +30,7 @@ leader and at startup, so a batch retried across a leader change is still recogn
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from twisted_broker.kafka_wire import errors
@@ -115,21 +115,27 @@ class ProducerStateTable:
             entry = self.producers[producer_id] = ProducerEntry(epoch)
         entry.batches.append(StoredBatch(base_sequence, last_sequence, base_offset, last_offset, max_timestamp_ms))
 
-    def record_header(self, header: BatchHeader) -> None:
-        """Record a stored batch from its header (a batch without producer id is skipped)."""
+    def record_header(self, header: BatchHeader, base_offset: int | None = None) -> None:
+        """Record a stored batch from its header, at ``base_offset`` (default: the header's
+        stamped one). A batch without producer id or sequence is skipped."""
         if header.producer_id < 0 or header.base_sequence < 0 or header.is_control:
             return
+        base = header.base_offset if base_offset is None else base_offset
         self.record(header.producer_id, header.producer_epoch, header.base_sequence, header.last_sequence,
-                    base_offset=header.base_offset, last_offset=header.base_offset + header.last_offset_delta,
+                    base_offset=base, last_offset=base + header.last_offset_delta,
                     max_timestamp_ms=header.max_timestamp)
 
     @classmethod
-    def rebuilt(cls, headers: Iterable[BatchHeader]) -> ProducerStateTable:
-        """The table a partition's stored batches make, read in log order (headers with their
-        stamped base offsets, as storage iterates them)."""
+    def rebuilt(cls, stored: Iterable[BatchHeader | tuple[int, BatchHeader]]) -> ProducerStateTable:
+        """The table a partition's stored batches make, read in log order: headers with their
+        stamped base offsets, or (first offset, header) pairs as storage's
+        ``iter_batch_headers`` yields them."""
         table = cls()
-        for header in headers:
-            table.record_header(header)
+        for item in stored:
+            if isinstance(item, tuple):
+                table.record_header(item[1], item[0])
+            else:
+                table.record_header(item)
         return table
 
     def truncate_head(self, log_start_offset: int) -> None:
@@ -147,3 +153,24 @@ class ProducerStateTable:
                 if entry.batches and entry.batches[-1].max_timestamp_ms + idle_ms < now_ms]
         for producer_id in gone:
             del self.producers[producer_id]
+
+
+class ProducerStates:
+    """The tables of the partitions this broker leads, by any hashable key (say (topic,
+    partition)). A table is built from its log's stored batches on first use; ``forget`` it
+    when the partition's leadership or log goes, so the next leader term rebuilds it from
+    what the log then holds (a follower's log may have been truncated meanwhile)."""
+
+    def __init__(self) -> None:
+        self._tables: dict[object, ProducerStateTable] = {}
+
+    def table(self, key: object, stored: Callable[[], Iterable[BatchHeader | tuple[int, BatchHeader]]]
+              ) -> ProducerStateTable:
+        """The table of ``key``; ``stored()`` gives the log's batches when it must be built."""
+        table = self._tables.get(key)
+        if table is None:
+            table = self._tables[key] = ProducerStateTable.rebuilt(stored())
+        return table
+
+    def forget(self, key: object) -> None:
+        self._tables.pop(key, None)

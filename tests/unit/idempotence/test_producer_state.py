@@ -4,7 +4,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from twisted_broker.idempotence.producer_state import (
-    APPEND, BATCHES_KEPT, FENCED, OUT_OF_ORDER, UNKNOWN_PRODUCER, ProducerStateTable, duplicate,
+    APPEND, BATCHES_KEPT, FENCED, OUT_OF_ORDER, UNKNOWN_PRODUCER, ProducerStates, ProducerStateTable, duplicate,
 )
 from twisted_broker.kafka_wire import errors
 from twisted_broker.kafka_wire.batch_header import read_header
@@ -143,3 +143,28 @@ def test_retries_in_any_order_store_each_batch_once_and_in_sequence(script):
     assert log == list(range(len(log)))  # each batch once, in sequence
     for batch, offset in acknowledged.items():
         assert log[offset // 10] == batch  # acknowledged with where it is stored
+
+
+def test_rebuilt_from_storages_first_offset_and_header_pairs_the_first_offset_counts():
+    header = read_header(build_batch([(0, None, b"v", ())] * 2, base_offset=0, producer_id=PID,
+                                     producer_epoch=0, base_sequence=0))
+    table = ProducerStateTable.rebuilt([(700, header)])
+    assert table.check(PID, 0, 0, 1) == duplicate(700)
+    assert table.producers[PID].batches[-1].last_offset == 701
+
+
+def test_a_partitions_table_is_built_once_from_its_log_and_rebuilt_after_being_forgotten():
+    states, builds = ProducerStates(), []
+    header = read_header(build_batch([(0, None, b"v", ())], base_offset=5, producer_id=PID, producer_epoch=0,
+                                     base_sequence=0))
+
+    def stored():
+        builds.append(1)
+        return [header]
+
+    table = states.table(("t", 0), stored)
+    assert states.table(("t", 0), stored) is table and len(builds) == 1
+    table.record(PID, 0, 1, 1, base_offset=9, last_offset=9, max_timestamp_ms=0)
+    states.forget(("t", 0))
+    assert states.table(("t", 0), stored).check(PID, 0, 1, 1) == APPEND  # the log, not the old table
+    assert len(builds) == 2
