@@ -29,7 +29,7 @@ from twisted_broker.kafka_wire import errors as kafka_errors
 from twisted_broker.kafka_wire.api_keys import API_NAMES, API_VERSIONS, SUPPORTED
 from twisted_broker.kafka_wire.primitives import Gap, Malformed
 from twisted_broker.kafka_wire.protocol import (
-    Request, UnsupportedVersion, decode_request, encode_response, encode_response_chunks,
+    REQUESTS, Request, UnsupportedVersion, decode_request, encode_response, encode_response_chunks,
 )
 from twisted_broker.server.stats import BrokerStats
 from twisted_broker.wire.requests import UnknownRequestType
@@ -90,9 +90,10 @@ class ModernBroker:
         if unknown:
             raise ValueError(f"handlers for api keys not in the supported table: {sorted(unknown)}")
         self.request_classes = {key: _Decoder(key) for key in self._handlers}
-        # What ApiVersions lists: the keys this broker has handlers for.
+        # What ApiVersions lists: the keys this broker has handlers and schemas for.
         self.api_versions = [{"api_key": key, "min_version": low, "max_version": high}
-                             for key, (low, high) in sorted(SUPPORTED.items()) if key in self._handlers]
+                             for key, (low, high) in sorted(SUPPORTED.items())
+                             if key in self._handlers and (key, high) in REQUESTS]
 
     def request_name(self, request: Request) -> str:
         return API_NAMES[request.api_key]
