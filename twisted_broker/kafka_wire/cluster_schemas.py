@@ -61,3 +61,39 @@ for _v, _request, _response in [
     (6, _METADATA_REQUEST_V4, _METADATA_V5), (7, _METADATA_REQUEST_V4, _METADATA_V7),
 ]:
     REQUESTS[METADATA, _v], RESPONSES[METADATA, _v] = _request, _response
+
+# -- CreateTopics (19) ----------------------------------------------------------------------
+# num_partitions / replication_factor -1 when explicit assignments are given.
+_CREATE_REQUEST_V0 = Schema(
+    ("topics", Array(Schema(
+        ("name", STRING),
+        ("num_partitions", INT32_T),
+        ("replication_factor", INT16_T),
+        ("assignments", Array(Schema(("partition_index", INT32_T), ("broker_ids", Array(INT32_T)))), []),
+        ("configs", Array(Schema(("name", STRING), ("value", NULLABLE_STRING))), []),
+    ))),
+    ("timeout_ms", INT32_T),
+)
+_CREATE_REQUEST_V1 = _CREATE_REQUEST_V0.evolve(add=[("validate_only", BOOLEAN, False)])
+_CREATE_V0 = Schema(("topics", Array(Schema(("name", STRING), ("error_code", INT16_T)))))
+_CREATE_V1 = _CREATE_V0.evolve(change={"topics": in_array(
+    lambda topic: topic.evolve(add=[("error_message", NULLABLE_STRING, None)]))})
+_CREATE_V2 = _CREATE_V1.evolve(add=[("throttle_time_ms", INT32_T, 0)], before="topics")
+for _v, _request, _response in [(0, _CREATE_REQUEST_V0, _CREATE_V0), (1, _CREATE_REQUEST_V1, _CREATE_V1),
+                                (2, _CREATE_REQUEST_V1, _CREATE_V2), (3, _CREATE_REQUEST_V1, _CREATE_V2)]:
+    REQUESTS[CREATE_TOPICS, _v], RESPONSES[CREATE_TOPICS, _v] = _request, _response
+
+# -- DeleteTopics (20) ----------------------------------------------------------------------
+_DELETE_REQUEST = Schema(("topic_names", Array(STRING)), ("timeout_ms", INT32_T))
+_DELETE_V0 = Schema(("responses", Array(Schema(("name", STRING), ("error_code", INT16_T)))))
+_DELETE_V1 = _DELETE_V0.evolve(add=[("throttle_time_ms", INT32_T, 0)], before="responses")
+for _v in range(4):
+    REQUESTS[DELETE_TOPICS, _v], RESPONSES[DELETE_TOPICS, _v] = _DELETE_REQUEST, _DELETE_V0 if _v == 0 else _DELETE_V1
+
+# -- InitProducerId (22) --------------------------------------------------------------------
+# A non-null transactional id asks for transactions, which this broker refuses (docs).
+_INIT_PRODUCER_ID_REQUEST = Schema(("transactional_id", NULLABLE_STRING), ("transaction_timeout_ms", INT32_T))
+_INIT_PRODUCER_ID = Schema(
+    ("throttle_time_ms", INT32_T, 0), ("error_code", INT16_T), ("producer_id", INT64_T), ("producer_epoch", INT16_T))
+for _v in range(2):
+    REQUESTS[INIT_PRODUCER_ID, _v], RESPONSES[INIT_PRODUCER_ID, _v] = _INIT_PRODUCER_ID_REQUEST, _INIT_PRODUCER_ID

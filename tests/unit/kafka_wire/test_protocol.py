@@ -109,6 +109,18 @@ def test_a_response_without_gaps_is_one_chunk_equal_to_the_frame():
     assert chunks == [encode_response(API_VERSIONS, 0, 4, api_versions_body())]
 
 
+def test_every_served_version_has_request_and_response_schemas():
+    for api_key, (low, high) in SUPPORTED.items():
+        for version in range(low, high + 1):
+            assert (api_key, version) in REQUESTS, (api_key, version)
+            assert (api_key, version) in RESPONSES, (api_key, version)
+
+
+def test_no_schema_outside_the_served_versions():
+    served = {(key, v) for key, (low, high) in SUPPORTED.items() for v in range(low, high + 1)}
+    assert set(REQUESTS) == set(RESPONSES) == served
+
+
 @pytest.mark.parametrize("key", sorted(REQUESTS), ids=str)
 @settings(max_examples=25, deadline=None)
 @given(data=st.data())
