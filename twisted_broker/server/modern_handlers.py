@@ -1,0 +1,32 @@
+"""The modern listener's table of handlers, one per api key, built from the broker's parts.
+
+tap.py calls ``modern_broker`` once; every handler is a bound method of one of the
+``modern_*`` request classes, so grep finds each from its api key here.
+"""
+
+from __future__ import annotations
+
+from twisted_broker.config import BrokerConfig
+from twisted_broker.kafka_wire import api_keys
+from twisted_broker.server.modern_broker import ModernBroker
+from twisted_broker.server.modern_metadata import TopicRequests
+from twisted_broker.server.modern_topics import ClusterView
+from twisted_broker.server.stats import BrokerStats
+from twisted_broker.storage.log_manager import LogManager
+
+
+def modern_broker(config: BrokerConfig, logs: LogManager, stats: BrokerStats, *, zk, cluster, replication, port,
+                  clock) -> ModernBroker:
+    """The ModernBroker of one broker. ``zk``, ``cluster`` and ``replication`` are None
+    without ZooKeeper; ``port()`` is the modern listener's bound port."""
+    view = ClusterView(broker_id=config.brokerid, host=config.hostname or "127.0.0.1", port=port, logs=logs,
+                       partitions_for=logs.partitions_for, zk=zk, cluster=cluster,
+                       controller=replication.controller if replication is not None else None)
+    topics = TopicRequests(view, num_partitions=config.num_partitions,
+                           default_replication_factor=config.default_replication_factor,
+                           auto_create=config.auto_create_topics_enable, clock=clock)
+    return ModernBroker(stats, {
+        api_keys.METADATA: topics.metadata,
+        api_keys.CREATE_TOPICS: topics.create_topics,
+        api_keys.DELETE_TOPICS: topics.delete_topics,
+    })
