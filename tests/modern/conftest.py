@@ -115,7 +115,7 @@ def _needs_api(request) -> None:
         return
     broker = request.getfixturevalue("modern_cluster" if "modern_cluster" in request.fixturenames
                                      else "modern_broker")
-    missing = [key for key in marker.args if key not in broker.apis]
+    missing = [key for key in dict.fromkeys(marker.args) if key not in broker.apis]
     if missing:
         names = ", ".join(f"{API_NAMES.get(key, '?')} ({key})" for key in missing)
         pytest.skip(f"the listener's ApiVersions answer does not list {names} yet")
