@@ -24,7 +24,7 @@ from tests.integration.conftest import BrokerProcess, new_chroot, zookeeper  # n
 from tests.integration.polling import wait_for
 from tests.modern.kafka_frames import API_NAMES, Connection, api_versions, decode_metadata_v1, metadata_v1
 from tests.replication.conftest import FAST, ReplicatedCluster
-from tests.reliability.conftest import pytest_terminal_summary  # noqa: F401 (hook: the failover figures)
+from tests.reliability.conftest import pytest_terminal_summary, scale  # noqa: F401 (hook: the failover figures; fixture)
 
 LISTEN_TIMEOUT_S = 10.0
 MODERN_PROPERTIES = {"num.partitions": "2", "log.flush.interval": "1"}
