@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 
 from twisted.internet.defer import inlineCallbacks
+from twisted.internet.task import deferLater
 
 from twisted_broker.errors import InvalidTopic
 from twisted_broker.kafka_wire import errors as kafka_errors
@@ -29,6 +30,7 @@ from twisted_broker.storage.topic_name import check_topic_name
 log = logging.getLogger(__name__)
 
 CREATION_WAIT_S = 5.0  # for the first leaders of a replicated topic a Metadata request created
+POLL_S = 0.1
 
 
 class TopicRequests:
@@ -51,6 +53,7 @@ class TopicRequests:
         if request.api_version == 0 and not names:
             names = None  # v0: an empty list asks for every topic
         create = self.auto_create and body.get("allow_auto_topic_creation", True)
+        yield self._wait_for_cluster()
         if names is None:
             names = yield self.view.topic_names()
         else:
@@ -73,6 +76,17 @@ class TopicRequests:
                             for node, (host, port) in sorted(brokers.items())],
                 "cluster_id": None, "controller_id": self.view.controller_id(), "topics": topics}
 
+    @inlineCallbacks
+    def _wait_for_cluster(self):
+        """Just started: wait (a few seconds at most) until ZooKeeper has been read and a
+        controller elected, so that existing topics are not taken for unknown and the
+        answer names a live controller (some clients send CreateTopics only to it)."""
+        cluster, waited = self.view.cluster, 0.0
+        while cluster is not None and not (cluster.synced and self.view.controller_id() >= 0) \
+                and waited < CREATION_WAIT_S:
+            yield deferLater(self.clock, POLL_S, lambda: None)
+            waited += POLL_S
+
     # -- CreateTopics / DeleteTopics -------------------------------------------------------------
 
     @inlineCallbacks
@@ -86,8 +100,10 @@ class TopicRequests:
             error, message = kafka_errors.NONE, None
             if topic.get("assignments"):
                 error, message = kafka_errors.INVALID_REQUEST, "manual replica assignments are not supported"
-            elif partitions == -1 and factor == -1 or partitions < 1 or factor < 1:
-                error, message = kafka_errors.INVALID_PARTITIONS, f"{partitions} partitions, factor {factor}"
+            elif partitions < 1:
+                error, message = kafka_errors.INVALID_PARTITIONS, f"{partitions} partitions"
+            elif factor < 1:
+                error, message = kafka_errors.INVALID_REPLICATION_FACTOR, f"replication factor {factor}"
             elif (yield self.view.topic(name)) is not None:
                 error, message = kafka_errors.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists"
             elif body.get("validate_only"):

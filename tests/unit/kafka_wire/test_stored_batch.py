@@ -1,0 +1,102 @@
+"""A record batch stored as a 0.7 gzip wrapper (D2): what 0.7 readers see, and the batch's pieces."""
+
+import gzip
+import random
+import zlib
+
+import pytest
+
+from twisted_broker.kafka_wire.batch_header import read_header, stamp
+from twisted_broker.kafka_wire.stored_batch import (
+    HEAD_BYTES, MAX_PIECE_BYTES, StoredBatchError, batch_pieces, encode_stored_entry, is_stored_batch,
+    read_stored_header, stored_pieces,
+)
+from twisted_broker.wire.compression import GZIP, compress
+from twisted_broker.wire.message_set import (
+    encode_compressed_message_set, encode_message_set, iter_entries, iter_messages, scan,
+)
+
+KIB = 1024
+
+
+def noise(size: int) -> bytes:
+    return random.Random(size).randbytes(size)
+
+
+def values_for(size: int) -> list[bytes | None]:
+    count = max(1, size // 5000)
+    return [b"value-%d" % i if i % 7 else None for i in range(count)]
+
+
+@pytest.mark.parametrize("size", [1, 61, MAX_PIECE_BYTES, MAX_PIECE_BYTES + 1, 200 * KIB, 1024 * KIB])
+def test_a_stored_entry_reads_as_one_0_7_message_per_record_and_gives_the_batch_back(size):
+    batch, values = noise(size), values_for(size)
+    entry = encode_stored_entry(batch, values)
+    # One top-level 0.7 message, gzip, its CRC valid.
+    checked = scan(entry, check_crc=True, deep=True)
+    assert (checked.error, checked.valid_bytes, checked.message_count) == (None, len(entry), len(values))
+    [(_offset, _next, wrapper)] = list(iter_entries(entry))
+    assert wrapper.codec == GZIP and wrapper.is_valid()
+    # Python's gzip reads the concatenated members: the values' message set, nothing else.
+    assert gzip.decompress(bytes(wrapper.payload)) == encode_message_set([v or b"" for v in values])
+    # This project's 0.7 decoder: one message per record, the value as payload, CRCs valid.
+    messages = [message for _o, _n, message in iter_messages(entry)]
+    assert [bytes(m.payload) for m in messages] == [v or b"" for v in values]
+    assert all(m.is_valid() and m.codec == 0 for m in messages)
+    # The pieces, walked or computed from the size, are the batch's bytes in order.
+    assert b"".join(stored_pieces(entry)) == batch
+    assert b"".join(entry[p:p + n] for p, n in batch_pieces(size)) == batch
+    assert len(batch_pieces(size)) == -(-size // MAX_PIECE_BYTES)
+
+
+def test_every_member_is_a_gzip_member_with_the_batch_in_fextra():
+    entry = encode_stored_entry(noise(3 * MAX_PIECE_BYTES), [b"v"])
+    payload = entry[10:]
+    pieces = batch_pieces(3 * MAX_PIECE_BYTES)
+    for position, length in pieces:
+        member = entry[position - 16:position]
+        assert member[:4] == b"\x1f\x8b\x08\x04" and member[12:14] == b"TB"
+        assert int.from_bytes(member[10:12], "little") == length + 4
+    # zlib reads member by member and checks each member's CRC32 and ISIZE.
+    unpacker, inflated, rest = None, b"", payload
+    while rest:
+        unpacker = zlib.decompressobj(31)
+        inflated += unpacker.decompress(rest)
+        assert unpacker.eof
+        rest = unpacker.unused_data
+    assert inflated == encode_message_set([b"v"])
+
+
+def test_the_header_of_a_stored_batch_is_read_from_its_first_bytes_only(make_batch):
+    batch = make_batch([b"x" * 1000] * 300, producer_id=7, producer_epoch=2, base_sequence=40)
+    stamp(batch, 123456, 9)
+    entry = encode_stored_entry(batch, [b"x" * 1000] * 300)
+    assert is_stored_batch(entry[:26])
+    header = read_stored_header(entry[:HEAD_BYTES])
+    assert header == read_header(batch)
+    assert (header.base_offset, header.partition_leader_epoch, header.records_count) == (123456, 9, 300)
+    assert (header.producer_id, header.producer_epoch, header.base_sequence) == (7, 2, 40)
+    assert header.size == len(batch) > MAX_PIECE_BYTES
+
+
+def test_a_users_own_gzip_wrapper_is_not_a_stored_batch():
+    users = encode_compressed_message_set([b"a", b"b"], GZIP)
+    assert not is_stored_batch(users)
+    python_gzip = encode_message_set([gzip.compress(b"x")])  # FLG 0 too
+    assert not is_stored_batch(python_gzip)
+    assert compress(GZIP, b"x")[3] == 0
+    with pytest.raises(StoredBatchError):
+        read_stored_header(users + bytes(HEAD_BYTES))
+
+
+def test_a_damaged_stored_header_is_refused(make_batch):
+    batch = make_batch([b"v"])
+    entry = bytearray(encode_stored_entry(batch, [b"v"]))
+    entry[26 + 16] = 7  # the batch's magic byte
+    with pytest.raises(StoredBatchError, match="magic 7"):
+        read_stored_header(entry[:HEAD_BYTES])
+
+
+def test_an_empty_batch_cannot_be_stored():
+    with pytest.raises(ValueError):
+        encode_stored_entry(b"", [])
