@@ -116,10 +116,11 @@ spark-cluster: $(VENV)/.installed-test $(SPARK_WORKER_VENV)/.installed
 	  --work-dir var/spark-cluster
 
 # tests/modern and bench/modern.py: today's Kafka clients against the modern listener (issue
-# 16). The Python ones (kafka-python, aiokafka, confluent-kafka) come with the test extra;
+# 16). The Python ones (kafka-python, aiokafka, confluent-kafka) come with the test extra (make
+# bench needs only those);
 # kcat is Debian's kafkacat, kafkajs comes from npm (package-lock.json) into tests/modern/js.
 .PHONY: modern-client-packages
-test bench: modern-client-packages tests/modern/js/node_modules/.installed
+test: modern-client-packages tests/modern/js/node_modules/.installed
 
 modern-client-packages:
 	@missing=""; \
