@@ -116,9 +116,8 @@ spark-cluster: $(VENV)/.installed-test $(SPARK_WORKER_VENV)/.installed
 	  --work-dir var/spark-cluster
 
 # tests/modern and bench/modern.py: today's Kafka clients against the modern listener (issue
-# 16). The Python ones (kafka-python, aiokafka, confluent-kafka) come with the test extra (make
-# bench needs only those);
-# kcat is Debian's kafkacat, kafkajs comes from npm (package-lock.json) into tests/modern/js.
+# 16). kafka-python, aiokafka and confluent-kafka come with the test extra (all make bench
+# needs); for make test, kcat is Debian's kafkacat and kafkajs comes from npm into tests/modern/js.
 .PHONY: modern-client-packages
 test: modern-client-packages tests/modern/js/node_modules/.installed
 
