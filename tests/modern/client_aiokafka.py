@@ -88,10 +88,15 @@ class Member:
     def __init__(self, bootstrap: str, topic: str, group: str) -> None:
         from aiokafka import AIOKafkaConsumer
         self.loop = asyncio.new_event_loop()
-        self.consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group,
-                                         session_timeout_ms=10_000, heartbeat_interval_ms=1_000,
-                                         auto_offset_reset="earliest", enable_auto_commit=False)
-        self.loop.run_until_complete(self.consumer.start())
+
+        async def start():  # aiokafka objects are made inside their loop
+            consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group,
+                                        session_timeout_ms=10_000, heartbeat_interval_ms=1_000,
+                                        auto_offset_reset="earliest", enable_auto_commit=False)
+            await consumer.start()
+            return consumer
+
+        self.consumer = self.loop.run_until_complete(start())
 
     def poll(self, timeout_s: float = 0.2) -> list[Consumed]:
         batches = self.loop.run_until_complete(self.consumer.getmany(timeout_ms=int(timeout_s * 1000)))
