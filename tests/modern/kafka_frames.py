@@ -9,8 +9,9 @@ ApiVersions response v0: correlation_id int32, error_code int16, [api_key, min, 
 
 from __future__ import annotations
 
-import socket
 import struct
+
+from tests.integration.conftest import WireClient
 
 API_VERSIONS = 18
 METADATA = 3
@@ -56,56 +57,12 @@ def metadata_v1(correlation_id: int, topics: list[str] | None = None) -> bytes:
     return frame(METADATA, 1, correlation_id, body)
 
 
-class Connection:
-    """A blocking socket to the modern port: send frames, read whole response frames."""
+class Connection(WireClient):
+    """A blocking socket to the modern port (the 0.7 tests' client: frames are sized alike);
+    ``response()`` is one answer without its size, correlation id first."""
 
     def __init__(self, port: int, timeout_s: float = 10.0) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout_s)
-
-    def send(self, data: bytes) -> None:
-        self.sock.sendall(data)
-
-    def read_exactly(self, count: int) -> bytes:
-        chunks, remaining = [], count
-        while remaining:
-            chunk = self.sock.recv(min(remaining, 1 << 20))
-            if not chunk:
-                raise ConnectionError(f"connection closed with {remaining} of {count} bytes unread")
-            chunks.append(chunk)
-            remaining -= len(chunk)
-        return b"".join(chunks)
-
-    def response(self) -> bytes:
-        """One response frame without its size (correlation id first)."""
-        (size,) = struct.unpack(">i", self.read_exactly(4))
-        return self.read_exactly(size)
-
-    def request(self, data: bytes) -> bytes:
-        self.send(data)
-        return self.response()
-
-    def is_closed_by_peer(self, timeout_s: float = 5.0) -> bool:
-        """True if the broker closes the connection (EOF or reset) within the timeout, having
-        sent nothing more than one answer (which is read and dropped)."""
-        self.sock.settimeout(timeout_s)
-        try:
-            data = self.sock.recv(1 << 16)
-            while data:
-                data = self.sock.recv(1 << 16)
-            return True
-        except ConnectionResetError:
-            return True
-        except socket.timeout:
-            return False
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def __enter__(self) -> "Connection":
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
+        super().__init__(("127.0.0.1", port), timeout_s)
 
 
 def decode_api_versions(body: bytes, version: int = 0) -> tuple[int, int, dict[int, tuple[int, int]]]:
