@@ -9,7 +9,10 @@ from __future__ import annotations
 from twisted_broker.config import BrokerConfig
 from twisted_broker.kafka_wire import api_keys
 from twisted_broker.server.modern_broker import ModernBroker
+from twisted_broker.server.modern_fetch import FetchRequests
 from twisted_broker.server.modern_metadata import TopicRequests
+from twisted_broker.server.modern_partitions import PartitionFinder
+from twisted_broker.server.modern_produce import ProduceRequests
 from twisted_broker.server.modern_topics import ClusterView
 from twisted_broker.server.stats import BrokerStats
 from twisted_broker.storage.log_manager import LogManager
@@ -25,7 +28,14 @@ def modern_broker(config: BrokerConfig, logs: LogManager, stats: BrokerStats, *,
     topics = TopicRequests(view, num_partitions=config.num_partitions,
                            default_replication_factor=config.default_replication_factor,
                            auto_create=config.auto_create_topics_enable, clock=clock)
+    partitions = PartitionFinder(view, replication)
+    produce = ProduceRequests(partitions, stats, max_batch_bytes=config.kafka_max_batch_bytes,
+                              now_ms=lambda: int(clock.seconds() * 1000))
+    fetch = FetchRequests(partitions, stats, clock=clock)
     return ModernBroker(stats, {
+        api_keys.PRODUCE: produce.produce,
+        api_keys.FETCH: fetch.fetch,
+        api_keys.LIST_OFFSETS: fetch.list_offsets,
         api_keys.METADATA: topics.metadata,
         api_keys.CREATE_TOPICS: topics.create_topics,
         api_keys.DELETE_TOPICS: topics.delete_topics,

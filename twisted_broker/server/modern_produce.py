@@ -1,0 +1,170 @@
+"""Produce (v3-7) of the modern listener: record batches into the logs the 0.7 port writes.
+
+Each partition's record set is checked whole before anything of it is appended: magic 2
+batches by their CRC32C and size (``kafka.max.batch.bytes``, not 0.7's max.message.size);
+a magic 0/1 message set (older clients) is decoded and rebuilt as one magic 2 batch with its
+keys and timestamps. Each batch is stamped with its base offset (MODERN.md D1: the log's
+modern end) and the leader epoch, and stored as one 0.7 gzip wrapper (D2,
+kafka_wire/stored_batch.py), so 0.7 consumers read its values.
+
+Acknowledgement: acks=0 gets no answer; acks=1 once appended; acks=-1 (all) once every
+in-sync replica has the batch (a replicated topic's high watermark passes it, refused up
+front with 19 while the ISR is below ``min.insync.replicas``), or error 7 at the request's
+timeout. A 0.7 topic has one copy: appended is all. Errors per partition
+(docs/kafka-protocol.md §5): 2 corrupt batch, 3 unknown topic or partition, 6 not the
+leader, 10 batch too large, 19 too few in-sync replicas, 21 bad acks, 56 disk error.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from twisted.internet.defer import DeferredList, inlineCallbacks
+
+from twisted_broker.kafka_wire import errors as kafka_errors
+from twisted_broker.kafka_wire.batch_header import stamp
+from twisted_broker.kafka_wire.legacy_sets import LegacySetError, decode_legacy_set
+from twisted_broker.kafka_wire.protocol import Request
+from twisted_broker.kafka_wire.record_batch import (
+    CorruptBatch, batch_values, build_batch, check_batch, record_set_magic, split_batches,
+)
+from twisted_broker.kafka_wire.record_compression import UnsupportedCompression
+from twisted_broker.kafka_wire.stored_batch import encode_stored_entry
+from twisted_broker.replication.errors import RequestTimedOut
+from twisted_broker.server.modern_partitions import PartitionError, PartitionFinder, Target
+from twisted_broker.server.stats import BrokerStats
+from twisted_broker.wire.message_set import ValidatedMessageSet
+
+log = logging.getLogger(__name__)
+
+ACKS = (0, 1, -1)
+
+
+class BadRecords(Exception):
+    def __init__(self, code: int, reason: str) -> None:
+        super().__init__(reason)
+        self.code = code
+
+
+class ProduceRequests:
+    """The Produce handler; ``now_ms()`` stamps records of magic 0 sets, which have no time."""
+
+    def __init__(self, partitions: PartitionFinder, stats: BrokerStats, *, max_batch_bytes: int, now_ms,
+                 idempotence=None) -> None:
+        self.partitions = partitions
+        self.stats = stats
+        self.max_batch_bytes = max_batch_bytes
+        self.now_ms = now_ms
+        # groups' idempotence table per partition (step 3), or None: sequences are not checked.
+        self.idempotence = idempotence
+
+    @inlineCallbacks
+    def produce(self, request: Request):
+        body = request.body
+        acks, timeout_ms = body["acks"], body["timeout_ms"]
+        answers, waits = [], []
+        for topic in body["topics"]:
+            partitions = []
+            answers.append({"name": topic["name"], "partitions": partitions})
+            for part in topic["partitions"]:
+                answer = {"partition_index": part["partition_index"], "error_code": kafka_errors.NONE,
+                          "base_offset": -1, "log_append_time_ms": -1, "log_start_offset": -1}
+                partitions.append(answer)
+                if acks not in ACKS:
+                    answer["error_code"] = kafka_errors.INVALID_REQUIRED_ACKS
+                    continue
+                if body.get("transactional_id") is not None:
+                    answer["error_code"] = kafka_errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+                    continue
+                try:
+                    target = yield self.partitions.for_write(topic["name"], part["partition_index"], acks)
+                    batches = self._batches(part["records"])
+                    answer["base_offset"] = self._append(target, batches)
+                    answer["log_start_offset"] = target.log.first_offset
+                except (PartitionError, BadRecords) as exc:
+                    answer["error_code"] = exc.code
+                    if isinstance(exc, BadRecords):
+                        log.warning("refused produce to %s-%d from %s: %s", topic["name"], part["partition_index"],
+                                    request.client_id, exc)
+                    continue
+                except OSError as exc:
+                    log.error("append to %s-%d failed: %s", topic["name"], part["partition_index"], exc)
+                    answer["error_code"] = kafka_errors.KAFKA_STORAGE_ERROR
+                    continue
+                if acks == -1 and target.replica is not None:
+                    manager = self.partitions.replication.manager
+                    waits.append((answer, manager.wait_for_commit(target.replica, target.replica.log.written_end,
+                                                                  timeout_ms)))
+        if waits:
+            results = yield DeferredList([waiting for _, waiting in waits], consumeErrors=True)
+            for (answer, _), (ok, value) in zip(waits, results):
+                if not ok:
+                    error = value.value
+                    answer["error_code"] = getattr(error, "code", RequestTimedOut.code)
+        if acks == 0:
+            return None
+        return {"responses": answers, "throttle_time_ms": 0}
+
+    # -- checking ------------------------------------------------------------------------
+
+    def _batches(self, records) -> list[tuple[bytearray, object, list]]:
+        """The record set as (batch, header, values), all checked before any is appended; a
+        magic 0/1 set rebuilt as one batch. Raises BadRecords."""
+        if records is None or not len(records):
+            raise BadRecords(kafka_errors.CORRUPT_MESSAGE, "no records")
+        try:
+            if record_set_magic(records) < 2:
+                batch, header = self._converted(records)
+                return [(batch, header, batch_values(batch, header))]
+            checked = []
+            for batch in split_batches(records):
+                header = check_batch(batch)
+                if header.size > self.max_batch_bytes:
+                    raise BadRecords(kafka_errors.MESSAGE_TOO_LARGE,
+                                     f"batch of {header.size} bytes, kafka.max.batch.bytes={self.max_batch_bytes}")
+                if header.is_transactional or header.is_control:
+                    raise BadRecords(kafka_errors.UNSUPPORTED_FOR_MESSAGE_FORMAT, "transactions are not supported")
+                checked.append((bytearray(batch), header,
+                                batch_values(batch, header, max_bytes=self.max_batch_bytes * 10)))
+            return checked
+        except (CorruptBatch, LegacySetError) as exc:
+            raise BadRecords(kafka_errors.CORRUPT_MESSAGE, str(exc)) from None
+        except UnsupportedCompression as exc:
+            raise BadRecords(kafka_errors.UNSUPPORTED_COMPRESSION_TYPE, str(exc)) from None
+
+    def _converted(self, records) -> tuple[bytearray, object]:
+        if len(records) > self.max_batch_bytes:
+            raise BadRecords(kafka_errors.MESSAGE_TOO_LARGE, f"message set of {len(records)} bytes")
+        legacy = decode_legacy_set(records, max_bytes=self.max_batch_bytes * 10)
+        if not legacy:
+            raise BadRecords(kafka_errors.CORRUPT_MESSAGE, "no complete message")
+        now = self.now_ms()
+        batch = bytearray(build_batch([(r.timestamp if r.timestamp >= 0 else now, r.key, r.value) for r in legacy]))
+        return batch, check_batch(batch)
+
+    # -- appending -------------------------------------------------------------------------
+
+    def _append(self, target: Target, batches) -> int:
+        """Stamp, store and append each batch; returns the first one's base offset."""
+        log_ = target.log
+        first = None
+        count = size = 0
+        for batch, _header, values in batches:
+            # TODO(issue 16): the log's modern end (D1) from storage's offset index, which also
+            # covers a shift after a highly compressed 0.7 wrapper; the written end is equal
+            # whenever there is none.
+            base = log_.written_end
+            stamp(batch, base, target.leader_epoch)
+            entry = encode_stored_entry(batch, values)
+            log_.append(ValidatedMessageSet(memoryview(entry), len(values)))
+            first = base if first is None else first
+            count += len(values)
+            size += len(entry)
+        if target.replica is not None:
+            self.partitions.replication.manager.appended(target.replica)
+        topic = target.replica.topic if target.replica is not None else log_.topic
+        for stats in (self.stats.topic(topic), self.stats.all_topics):
+            stats.messages_in += count
+            stats.bytes_in += size
+        self.stats.appended(topic, log_.partition, count)
+        return first
