@@ -63,6 +63,11 @@ def _served_api_keys(port: int) -> set[int]:
     return set() if error else {struct.unpack_from(">h", answer, 14 + 6 * i)[0] for i in range(count)}
 
 
+def _topic(row: str, number: int) -> str:
+    """The topic a row writes in round ``number`` (Kafka's topic-name characters only)."""
+    return "".join(c if c.isalnum() or c in "._-" else "-" for c in row) + f"-{number}"
+
+
 def _values(n: int) -> list[bytes]:
     pool = payload_pool()
     return [pool[i % len(pool)] for i in range(n)]
@@ -93,8 +98,8 @@ def confluent_produce(bootstrap: str, topic: str, values: list[bytes], acks: str
 
 def kafka_python_produce(bootstrap: str, topic: str, values: list[bytes], acks: int | str) -> float:
     from kafka import KafkaProducer
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks=acks, linger_ms=LINGER_MS,
-                             buffer_memory=64 << 20)
+    # not idempotent, as confluent-kafka's default (kafka-python 3 turns it on by itself)
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks=acks, linger_ms=LINGER_MS, enable_idempotence=False)
     producer.partitions_for(topic)  # connected and the topic known before the clock
     send = producer.send
     started = time.perf_counter()
@@ -104,7 +109,7 @@ def kafka_python_produce(bootstrap: str, topic: str, values: list[bytes], acks: 
     failed = sum(1 for future in futures if future.failed())
     producer.close()
     if failed:
-        raise RuntimeError(f"kafka-python: {failed} sends failed")
+        raise RuntimeError(f"kafka-python: {failed} sends failed, e.g. {next(f.exception for f in futures if f.failed())!r}")
     return seconds
 
 
@@ -164,11 +169,11 @@ def run(n: int | None = None, rounds: int | None = None) -> dict:
         missing = NEEDED_API_KEYS - _served_api_keys(kafka_port)
         for number in range(rounds):
             def timed(name: str, call) -> None:
-                seconds.setdefault(name, []).append(call(f"{name}-{number}"))
+                seconds.setdefault(name, []).append(call(_topic(name, number)))
 
             timed("0.7 produce", lambda topic: old.produce(port=broker.port, dest=topic, n=n, batch=50,
                                                            go=lambda: None)["seconds"])
-            old_topic = f"0.7 produce-{number}"
+            old_topic = _topic("0.7 produce", number)
             seconds.setdefault("0.7 consume", []).append(
                 old.consume(port=broker.port, dest=old_topic, n=n, go=lambda: None)["seconds"])
             if missing:
@@ -180,9 +185,9 @@ def run(n: int | None = None, rounds: int | None = None) -> dict:
                       lambda topic, acks=acks: kafka_python_produce(bootstrap, topic, values,
                                                                     1 if acks == "1" else "all"))
             seconds.setdefault("confluent-kafka consume", []).append(
-                confluent_consume(bootstrap, f"confluent-kafka produce acks=1-{number}", n))
+                confluent_consume(bootstrap, _topic("confluent-kafka produce acks=1", number), n))
             seconds.setdefault("kafka-python consume", []).append(
-                kafka_python_consume(bootstrap, f"kafka-python produce acks=1-{number}", n))
+                kafka_python_consume(bootstrap, _topic("kafka-python produce acks=1", number), n))
     finally:
         broker.stop()
         shutil.rmtree(directory, ignore_errors=True)
