@@ -45,8 +45,7 @@ def test_records_keep_keys_headers_and_timestamps_under_each_compression(modern_
     assert [o for _, o in acknowledged] == [c.offset for c in consumed]
 
 
-@pytest.mark.needs_api(PRODUCE, FETCH, LIST_OFFSETS, METADATA, *GROUP_APIS)
-@pytest.mark.parametrize("reader", CLIENTS.values(), ids=CLIENTS)
+@pytest.mark.parametrize("reader", client_cases())
 def test_every_client_reads_what_another_client_wrote_compressed(modern_broker, topic, reader):
     writer = client_confluent if reader is not client_confluent else client_kafka_python
     sent = sample_records(RECORDS, f"from-{writer.NAME}")
@@ -131,3 +130,16 @@ def test_two_members_split_the_partitions_and_a_restart_resumes_after_the_commit
     finally:
         restarted.close()
     assert sorted(values(got + more)) == sorted(r.value for r in after)
+
+
+@pytest.mark.needs_api(PRODUCE, *read_apis("confluent-kafka"))
+def test_batches_of_about_a_megabyte_as_librdkafka_builds_them_are_accepted(modern_broker, topic):
+    from confluent_kafka import Producer
+    producer = Producer({"bootstrap.servers": modern_broker.bootstrap, "linger.ms": 500, "batch.size": 1_000_000,
+                         "batch.num.messages": 100_000, "message.max.bytes": 1_000_000, "acks": "all"})
+    values_sent = [b"%06d" % i + b"m" * 994 for i in range(990)]  # ~1 MB in one batch
+    failures = []
+    for value in values_sent:
+        producer.produce(topic, value, partition=0, on_delivery=lambda error, _m: error and failures.append(error))
+    assert producer.flush(30) == 0 and not failures, failures[:3]
+    assert values(client_confluent.consume(modern_broker.bootstrap, topic, len(values_sent))) == values_sent
