@@ -209,9 +209,18 @@ class ListenerRegistration(Service):
         if state == CONNECTED and self.running:
             self._register()
 
-    def _register(self) -> None:
+    @inlineCallbacks
+    def _register(self):
+        path = listener_path(self._broker_id)
         value = json.dumps({"version": 1, "host": self._host, "port": self._port()}).encode()
-        created = self._zk.create(listener_path(self._broker_id), value, ephemeral=True)
-        created.addErrback(lambda failure: failure.trap(NodeExistsError))
-        created.addErrback(lambda failure: log.warning("registering the Kafka clients' listener failed: %s",
-                                                       failure.getErrorMessage()))
+        try:
+            try:
+                yield self._zk.create(path, value, ephemeral=True)
+            except NodeExistsError:
+                # Left by this broker's previous process, whose session has not expired yet:
+                # it would vanish with that session. (A live broker with this id cannot exist:
+                # the broker's own registration refused to start then.)
+                yield self._zk.delete(path)
+                yield self._zk.create(path, value, ephemeral=True)
+        except Exception as exc:  # the next CONNECTED tries again
+            log.warning("registering the Kafka clients' listener at %s failed: %s", path, exc)
