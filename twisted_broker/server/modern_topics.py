@@ -82,23 +82,31 @@ class ClusterView:
     def brokers(self):
         """{broker id: (host, port)} of the live brokers' modern listeners, this one's always."""
         found = {self.broker_id: (self.host, self.port())}
+        for broker, value in (yield self._other_brokers_nodes(LISTENERS)).items():
+            try:
+                data = json.loads(value)
+                found[broker] = (str(data["host"]), int(data["port"]))
+            except (ValueError, KeyError, TypeError) as exc:
+                log.warning("ignoring %s: %s", listener_path(broker), exc)
+        return found
+
+    @inlineCallbacks
+    def _other_brokers_nodes(self, path: str):
+        """{broker id: value} of the children of ``path`` named by the other brokers' ids
+        (none without ZooKeeper)."""
+        found = {}
         if self.zk is None:
             return found
         try:
-            ids = yield self.zk.get_children(LISTENERS)
+            names = yield self.zk.get_children(path)
         except NoNodeError:
-            ids = []
-        for name in ids:
-            if not name.isdigit() or int(name) == self.broker_id:
-                continue
-            try:
-                value, _stat = yield self.zk.get(listener_path(int(name)))
-                data = json.loads(value)
-                found[int(name)] = (str(data["host"]), int(data["port"]))
-            except NoNodeError:
-                continue
-            except (ValueError, KeyError, TypeError) as exc:
-                log.warning("ignoring %s: %s", listener_path(int(name)), exc)
+            return found
+        for name in names:
+            if name.isdigit() and int(name) != self.broker_id:
+                try:
+                    found[int(name)], _stat = yield self.zk.get(f"{path}/{name}")
+                except NoNodeError:
+                    continue
         return found
 
     def controller_id(self) -> int:
@@ -150,19 +158,11 @@ class ClusterView:
         counts: dict[int, int] = {}
         if self.logs.has_topic(topic):
             counts[self.broker_id] = self.partitions_for(topic)
-        if self.zk is not None:
+        for broker, value in (yield self._other_brokers_nodes(registry_paths.topic_path(topic))).items():
             try:
-                ids = yield self.zk.get_children(registry_paths.topic_path(topic))
-            except NoNodeError:
-                ids = []
-            for name in ids:
-                if not name.isdigit() or int(name) == self.broker_id:
-                    continue
-                try:
-                    value, _stat = yield self.zk.get(registry_paths.broker_topic_path(topic, int(name)))
-                    counts[int(name)] = registry_paths.decode_partition_count(value)
-                except (NoNodeError, ValueError):
-                    continue
+                counts[broker] = registry_paths.decode_partition_count(value)
+            except ValueError:
+                continue
         pairs = tuple((broker, local) for broker in sorted(counts) for local in range(counts[broker]))
         self._pairs[topic] = pairs
         return pairs
