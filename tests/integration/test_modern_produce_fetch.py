@@ -9,6 +9,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from tests.integration.modern_listener import start_with_listener
 from tests.integration.polling import produce_payloads, wait_for, wait_for_payloads
+from tests.reliability.test_tls import certificate  # noqa: F401 (a fixture: a self-signed certificate)
 
 T0 = 1_700_000_000_000
 
@@ -87,3 +88,25 @@ def test_acks_all_on_a_replicated_topic_is_acknowledged_once_committed(broker_fa
     sender.close()
     assert sorted((m.partition, m.offset) for m in metadata)[:2] == [(0, 0), (0, metadata[3].offset)]
     assert wait_for(lambda: [r.value for r in consume(port, "r", 1, 2)] == [b"x1", b"x4"], "x1, x4")
+
+
+def test_over_tls_records_go_through_the_chunked_path(broker_factory, certificate):
+    key, cert = certificate
+    broker = broker_factory("tls", extra_args=[
+        "--kafka-endpoint", f"ssl:0:privateKey={key}:certKey={cert}:interface=127.0.0.1",
+        "--kafka-port-file", "kafka-port"])
+    port = int((broker.directory / "kafka-port").read_text())
+    tls = {"security_protocol": "SSL", "ssl_cafile": str(cert), "ssl_check_hostname": False}
+    sender = producer(port, acks=1, **tls)
+    offsets = [sender.send("secret", value=b"x" * 50_000 + b"%d" % i, partition=0).get(10).offset
+               for i in range(40)]  # 2 MB: many chunks
+    sender.close()
+    consumer = KafkaConsumer(bootstrap_servers=f"127.0.0.1:{port}", auto_offset_reset="earliest",
+                             enable_auto_commit=False, consumer_timeout_ms=10000, **tls)
+    try:
+        consumer.assign([TopicPartition("secret", 0)])
+        records = [record for _, record in zip(range(40), consumer)]
+    finally:
+        consumer.close()
+    assert [(r.offset, r.value[-2:]) for r in records] == [(o, b"x%d" % i if i < 10 else b"%d" % i)
+                                                           for i, o in enumerate(offsets)]

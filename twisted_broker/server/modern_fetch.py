@@ -18,14 +18,17 @@ import logging
 
 from twisted.internet.defer import Deferred, inlineCallbacks
 
+from twisted_broker.errors import InvalidMessage, OffsetOutOfRange
 from twisted_broker.kafka_wire import errors as kafka_errors
 from twisted_broker.kafka_wire.primitives import Gap
 from twisted_broker.kafka_wire.protocol import Request
+from twisted_broker.kafka_wire.record_batch import decode_batch
 from twisted_broker.server.held_fetch import HeldFetch
 from twisted_broker.server.modern_broker import WithRecords
-from twisted_broker.server.modern_log_reader import ModernLogReader
 from twisted_broker.server.modern_partitions import PartitionError, PartitionFinder
 from twisted_broker.server.stats import BrokerStats
+from twisted_broker.storage import modern_reads
+from twisted_broker.storage.segment import FileRegion
 
 log = logging.getLogger(__name__)
 
@@ -33,12 +36,10 @@ LATEST, EARLIEST = -1, -2
 
 
 class FetchRequests:
-    def __init__(self, partitions: PartitionFinder, stats: BrokerStats, *, clock,
-                 reader: ModernLogReader | None = None) -> None:
+    def __init__(self, partitions: PartitionFinder, stats: BrokerStats, *, clock) -> None:
         self.partitions = partitions
         self.stats = stats
         self.clock = clock
-        self.reader = reader or ModernLogReader()
 
     # -- Fetch -----------------------------------------------------------------------------------
 
@@ -90,7 +91,7 @@ class FetchRequests:
                     continue
                 log_ = target.log
                 logs.append(log_)
-                start, end = self.reader.start(log_), self.reader.end(log_)
+                start, end = modern_reads.earliest(log_), modern_reads.modern_end(log_)
                 answer.update(high_watermark=end, last_stable_offset=end, log_start_offset=start)
                 offset = part["fetch_offset"]
                 if not start <= offset <= end:
@@ -98,12 +99,21 @@ class FetchRequests:
                     continue
                 if offset == end or budget <= 0 and total:
                     continue
-                read = self.reader.read(log_, offset, min(part["partition_max_bytes"], max(budget, 0)))
-                if read.size:
-                    answer["records"] = Gap(read.size, read.pieces)
-                    total += read.size
-                    budget -= read.size
-                    self.stats.record_fetched(topic["topic"], read.size)
+                try:
+                    pieces = modern_reads.read_modern(log_, offset, min(part["partition_max_bytes"], max(budget, 0)))
+                except OffsetOutOfRange:  # retention deleted it since the start was read
+                    answer["error_code"] = kafka_errors.OFFSET_OUT_OF_RANGE
+                    continue
+                except InvalidMessage as exc:  # damaged on disk: logged where found
+                    answer["error_code"] = kafka_errors.CORRUPT_MESSAGE
+                    log.warning("fetch of %s-%d at %d: %s", topic["topic"], part["partition"], offset, exc)
+                    continue
+                size = sum(p.length if isinstance(p, FileRegion) else len(p) for p in pieces)
+                if size:
+                    answer["records"] = Gap(size, pieces)
+                    total += size
+                    budget -= size
+                    self.stats.record_fetched(topic["topic"], size)
         return {"throttle_time_ms": 0, "error_code": kafka_errors.NONE, "session_id": 0,
                 "responses": responses}, total, logs
 
@@ -128,15 +138,23 @@ class FetchRequests:
                 answer["offset"], answer["timestamp"] = self._offset(target.log, part["timestamp"])
         return {"throttle_time_ms": 0, "topics": topics}
 
-    def _offset(self, log_, timestamp: int) -> tuple[int, int]:
+    @staticmethod
+    def _offset(log_, timestamp: int) -> tuple[int, int]:
         if log_ is None:
             return (0, -1) if timestamp in (LATEST, EARLIEST) else (-1, -1)
         if timestamp == LATEST:
-            return self.reader.end(log_), -1
+            return modern_reads.modern_end(log_), -1
         if timestamp == EARLIEST:
-            return self.reader.start(log_), -1
-        found = self.reader.offset_for_time(log_, timestamp)
-        return found if found is not None else (-1, -1)
+            return modern_reads.earliest(log_), -1
+        seen: list[int] = []  # the found batch's record timestamps: the answer carries the found one's
+
+        def record_timestamps(batch: bytes) -> list[int]:
+            seen[:] = [record.timestamp for record in decode_batch(batch, verify=False)[1]]
+            return seen
+        found = modern_reads.offset_for_time(log_, timestamp, record_timestamps)
+        if found is None:
+            return -1, -1
+        return found, next((t for t in seen if t >= timestamp), -1)
 
 
 def _has_error(answer: dict) -> bool:

@@ -5,7 +5,7 @@ batches by their CRC32C and size (``kafka.max.batch.bytes``, not 0.7's max.messa
 a magic 0/1 message set (older clients) is decoded and rebuilt as one magic 2 batch with its
 keys and timestamps. Each batch is stamped with its base offset (MODERN.md D1: the log's
 modern end) and the leader epoch, and stored as one 0.7 gzip wrapper (D2,
-kafka_wire/stored_batch.py), so 0.7 consumers read its values.
+storage/modern_reads.py), so 0.7 consumers read its values.
 
 Acknowledgement: acks=0 gets no answer; acks=1 once appended; acks=-1 (all) once every
 in-sync replica has the batch (a replicated topic's high watermark passes it, refused up
@@ -22,18 +22,16 @@ import logging
 from twisted.internet.defer import DeferredList, inlineCallbacks
 
 from twisted_broker.kafka_wire import errors as kafka_errors
-from twisted_broker.kafka_wire.batch_header import stamp
 from twisted_broker.kafka_wire.legacy_sets import LegacySetError, decode_legacy_set
 from twisted_broker.kafka_wire.protocol import Request
 from twisted_broker.kafka_wire.record_batch import (
     CorruptBatch, batch_values, build_batch, check_batch, record_set_magic, split_batches,
 )
 from twisted_broker.kafka_wire.record_compression import UnsupportedCompression
-from twisted_broker.kafka_wire.stored_batch import encode_stored_entry
 from twisted_broker.replication.errors import RequestTimedOut
 from twisted_broker.server.modern_partitions import PartitionError, PartitionFinder, Target
 from twisted_broker.server.stats import BrokerStats
-from twisted_broker.wire.message_set import ValidatedMessageSet
+from twisted_broker.storage.modern_reads import append_batch
 
 log = logging.getLogger(__name__)
 
@@ -150,16 +148,10 @@ class ProduceRequests:
         first = None
         count = size = 0
         for batch, _header, values in batches:
-            # TODO(issue 16): the log's modern end (D1) from storage's offset index, which also
-            # covers a shift after a highly compressed 0.7 wrapper; the written end is equal
-            # whenever there is none.
-            base = log_.written_end
-            stamp(batch, base, target.leader_epoch)
-            entry = encode_stored_entry(batch, values)
-            log_.append(ValidatedMessageSet(memoryview(entry), len(values)))
+            base = append_batch(log_, batch, values, target.leader_epoch)
             first = base if first is None else first
             count += len(values)
-            size += len(entry)
+            size += len(batch)
         if target.replica is not None:
             self.partitions.replication.manager.appended(target.replica)
         topic = target.replica.topic if target.replica is not None else log_.topic

@@ -82,23 +82,31 @@ class ClusterView:
     def brokers(self):
         """{broker id: (host, port)} of the live brokers' modern listeners, this one's always."""
         found = {self.broker_id: (self.host, self.port())}
+        for broker, value in (yield self._other_brokers_nodes(LISTENERS)).items():
+            try:
+                data = json.loads(value)
+                found[broker] = (str(data["host"]), int(data["port"]))
+            except (ValueError, KeyError, TypeError) as exc:
+                log.warning("ignoring %s: %s", listener_path(broker), exc)
+        return found
+
+    @inlineCallbacks
+    def _other_brokers_nodes(self, path: str):
+        """{broker id: value} of the children of ``path`` named by the other brokers' ids
+        (none without ZooKeeper)."""
+        found = {}
         if self.zk is None:
             return found
         try:
-            ids = yield self.zk.get_children(LISTENERS)
+            names = yield self.zk.get_children(path)
         except NoNodeError:
-            ids = []
-        for name in ids:
-            if not name.isdigit() or int(name) == self.broker_id:
-                continue
-            try:
-                value, _stat = yield self.zk.get(listener_path(int(name)))
-                data = json.loads(value)
-                found[int(name)] = (str(data["host"]), int(data["port"]))
-            except NoNodeError:
-                continue
-            except (ValueError, KeyError, TypeError) as exc:
-                log.warning("ignoring %s: %s", listener_path(int(name)), exc)
+            return found
+        for name in names:
+            if name.isdigit() and int(name) != self.broker_id:
+                try:
+                    found[int(name)], _stat = yield self.zk.get(f"{path}/{name}")
+                except NoNodeError:
+                    continue
         return found
 
     def controller_id(self) -> int:
@@ -150,19 +158,11 @@ class ClusterView:
         counts: dict[int, int] = {}
         if self.logs.has_topic(topic):
             counts[self.broker_id] = self.partitions_for(topic)
-        if self.zk is not None:
+        for broker, value in (yield self._other_brokers_nodes(registry_paths.topic_path(topic))).items():
             try:
-                ids = yield self.zk.get_children(registry_paths.topic_path(topic))
-            except NoNodeError:
-                ids = []
-            for name in ids:
-                if not name.isdigit() or int(name) == self.broker_id:
-                    continue
-                try:
-                    value, _stat = yield self.zk.get(registry_paths.broker_topic_path(topic, int(name)))
-                    counts[int(name)] = registry_paths.decode_partition_count(value)
-                except (NoNodeError, ValueError):
-                    continue
+                counts[broker] = registry_paths.decode_partition_count(value)
+            except ValueError:
+                continue
         pairs = tuple((broker, local) for broker in sorted(counts) for local in range(counts[broker]))
         self._pairs[topic] = pairs
         return pairs
@@ -209,9 +209,18 @@ class ListenerRegistration(Service):
         if state == CONNECTED and self.running:
             self._register()
 
-    def _register(self) -> None:
+    @inlineCallbacks
+    def _register(self):
+        path = listener_path(self._broker_id)
         value = json.dumps({"version": 1, "host": self._host, "port": self._port()}).encode()
-        created = self._zk.create(listener_path(self._broker_id), value, ephemeral=True)
-        created.addErrback(lambda failure: failure.trap(NodeExistsError))
-        created.addErrback(lambda failure: log.warning("registering the Kafka clients' listener failed: %s",
-                                                       failure.getErrorMessage()))
+        try:
+            try:
+                yield self._zk.create(path, value, ephemeral=True)
+            except NodeExistsError:
+                # Left by this broker's previous process, whose session has not expired yet:
+                # it would vanish with that session. (A live broker with this id cannot exist:
+                # the broker's own registration refused to start then.)
+                yield self._zk.delete(path)
+                yield self._zk.create(path, value, ephemeral=True)
+        except Exception as exc:  # the next CONNECTED tries again
+            log.warning("registering the Kafka clients' listener at %s failed: %s", path, exc)

@@ -1,7 +1,7 @@
 """One segment file of a partition log, and the file regions that reads hand out.
 
 A segment is ``<start offset, 20 digits>.kafka``: message-set bytes only, no header, no index
-(spec 4.1-4.2). Byte ``p`` of the file has log offset ``start + p``.
+(spec 4.1-4.2); ``<start>.index`` beside it holds modern offsets (offset_index.py). Byte ``p`` of the file has log offset ``start + p``.
 
 Three sizes matter: ``size`` is what has been written, ``flushed_size`` what has been fsynced,
 ``visible_size`` what readers may see. Under 0.7's rule the log publishes each flush, so the
@@ -27,6 +27,7 @@ from array import array
 from bisect import bisect_right
 
 from twisted_broker.errors import InvalidMessage, LogWriteError
+from twisted_broker.storage.offset_index import OffsetIndex
 from twisted_broker.storage.verification import (
     VerifiedRanges, entry_length, looks_like_damaged_boundary, scan_entries,
 )
@@ -90,6 +91,10 @@ class FileRegion:
         self._descriptor = descriptor
         self.fd, self.position, self.length = descriptor.fd, position, length
 
+    def sub(self, position: int, length: int) -> "FileRegion":
+        """Another region of the same file (a piece of this one), open until its own close."""
+        return FileRegion(self._descriptor, position, length)
+
     def read(self) -> bytes:
         """The region's bytes. For tests and small tools only: the broker streams regions."""
         return os.pread(self.fd, self.length, self.position)
@@ -137,6 +142,9 @@ class Segment:
         self._unrecorded_damage = ""
         if self.size:
             self._index.append(self.size)
+        # Modern offsets and timestamps (offset_index.py), its file truncated with this one's.
+        self.offset_index = OffsetIndex(self.path, start, truncate=truncate)
+        self.offset_index.truncate(self.size)  # rows of bytes a crash took back
 
     @property
     def end(self) -> int:
@@ -161,6 +169,7 @@ class Segment:
                 raise LogWriteError(truncate_exc.errno, f"{self.path}: cannot cut back a failed write: {truncate_exc}") from exc
             raise LogWriteError(exc.errno, f"{self.path}: {exc.strerror}") from exc
         self.size = before + written
+        self.offset_index.appended(before, int(now * 1000))
         self.verified.add(before, self.size)  # the broker validated every entry it appends
         if self.first_append_time is None:
             self.first_append_time = now
@@ -199,6 +208,7 @@ class Segment:
         os.fsync(self._fd)
         self.size = self.flushed_size = self.visible_size = size
         self.verified.cut(size)
+        self.offset_index.truncate(size)
         del self._index[bisect_right(self._index, size):]
         if self._index[-1] != size:
             self._index.append(size)
@@ -225,6 +235,20 @@ class Segment:
                 self._check_entry_at(position)
         elif (verified := self.verified.covered_until(position)) < end:
             end = self._verify(position, verified, end)
+        return self._region(position, end)
+
+    def entry_region(self, position: int, length: int, *, written: bool = False) -> FileRegion:
+        """The whole entries in ``length`` bytes at ``position``, a boundary the caller walked
+        to (offset_index.py): CRC-checked as ``region`` checks, cut before a damaged entry;
+        InvalidMessage if the first is damaged. Nothing is read into memory but the check."""
+        if position in self.damaged_messages:
+            raise self._damage_error(position)
+        end = min(position + length, self.size if written else self.visible_size)
+        if (verified := self.verified.covered_until(position)) < end:
+            end = self._verify(position, verified, end)
+        return self._region(position, end)
+
+    def _region(self, position: int, end: int) -> FileRegion:
         readers = self._readers
         if readers is None or readers.fd < 0:
             readers = self._readers = SharedDescriptor(self._fd)
@@ -341,11 +365,13 @@ class Segment:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+        self.offset_index.close()
 
     def delete(self) -> None:
         """Close and unlink the file. Regions already handed out stay readable."""
         self.close()
         self.deleted = True
+        self.offset_index.delete()
         try:
             os.unlink(self.path)
         except FileNotFoundError:

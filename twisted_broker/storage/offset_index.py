@@ -1,0 +1,272 @@
+"""One segment's index of modern offsets and timestamps (D1), beside it as ``<start>.index``.
+
+How this works: every stored entry at log offset P holding K records has the modern offsets
+first(P) .. first(P)+K-1, first(P) = max(P, end of the entry before). K is 1 for a 0.7
+message, the records_count of a stored batch (its header, stored_batch.py), the inner count
+of a 0.7 compressed wrapper (a gzip wrapper's ISIZE / 9 bounds it: when that cannot reach
+the next entry's offset the wrapper is not opened). Walking a segment's entries in order
+gives every first; the index keeps a row every ``ROW_INTERVAL_BYTES`` of log: (file position
+of an entry, its first offset, the largest record timestamp before it), so a lookup walks at
+most one interval from a row.
+
+The walk is lazy: an append only notes its wall-clock time (a 0.7 entry's timestamp, D1),
+once per interval, and the rows are walked when a modern query first needs them (then
+written to the file, so the next run starts from them). The 0.7 produce path thus pays
+nothing per message: a walk costs about as much as the append itself, and most logs are
+never read by a modern client. Rows are placed by the bytes alone (the first entry at least
+an interval past the previous row), so a leader, its followers and a recovered log that hold
+the same bytes hold the same rows; only the 0.7 entries' timestamps are local (appends this
+run, else the segment file's mtime).
+
+File I/O only (no Twisted, no timers). The file is not fsynced at append: a crash leaves
+it behind (walked again from its last row) or ahead of a truncated segment (cut at open).
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+import struct
+from array import array
+from bisect import bisect_right
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from twisted_broker.errors import InvalidMessage
+from twisted_broker.kafka_wire.batch_header import TIMESTAMP_TYPE_LOG_APPEND, BatchHeader
+from twisted_broker.kafka_wire.stored_batch import (
+    HEAD_BYTES, StoredBatchError, is_stored_batch, read_stored_header,
+)
+from twisted_broker.wire.compression import GZIP
+from twisted_broker.wire.message import Message
+from twisted_broker.wire.message_set import expand_wrapper
+
+log = logging.getLogger(__name__)
+
+SUFFIX = ".index"
+ROW = struct.Struct(">qqq")  # file position, first offset, max timestamp (ms) before the entry
+ROW_INTERVAL_BYTES = 4096
+NO_TIMESTAMP = -1
+PLAIN, WRAPPER, STORED = "0.7 message", "0.7 wrapper", "stored batch"
+_HEAD = struct.Struct(">iBBI")  # length, magic, attributes (or magic 0's crc), crc
+_MIN_INNER_BYTES = 9  # the smallest inner 0.7 entry (magic 0): bounds a wrapper's count by ISIZE
+
+
+@dataclass(slots=True)
+class Entry:
+    """A stored entry as the walk found it. ``count`` is None for a 0.7 wrapper not opened
+    (its records cannot reach the next entry's offset); ``exact_count`` opens it."""
+
+    position: int  # in the segment file
+    next_position: int
+    first: int  # modern offset of its first record
+    count: int | None
+    timestamp: int  # max record timestamp (ms): a batch's maxTimestamp, a 0.7 entry's append time
+    kind: str
+    header: BatchHeader | None = None  # a stored batch's
+
+
+def wrapper_count(view, position: int, next_position: int) -> int:
+    """The records of the 0.7 wrapper at ``position``, counted by inflating it (1 if damaged:
+    verification fences it before anyone is served its bytes)."""
+    magic, attributes, crc = view[position + 4], view[position + 5], _HEAD.unpack_from(view, position)[3]
+    try:
+        return len(expand_wrapper(Message(magic, attributes, crc, bytes(view[position + 10:next_position]))))
+    except InvalidMessage:
+        return 1
+
+
+def walk(view, position: int, end: int, start: int, carry: int,
+         time_of) -> Iterator[Entry]:
+    """The entries of a segment's bytes ``view`` from ``position`` (a boundary) to ``end``.
+
+    ``carry`` is the least first offset the entry at ``position`` may have; ``time_of(p)`` the
+    append time of a 0.7 entry at file position p. Stops early at a length that frames no
+    entry (damage: verification.py answers fetches there).
+    """
+    unpack = _HEAD.unpack_from
+    while end - position >= 10:
+        size, magic, attributes, _crc = unpack(view, position)
+        following = position + 4 + size
+        if size < 5 or following > end:
+            return
+        offset = start + position
+        first = offset if carry <= offset else carry
+        header = None
+        if magic == 0 or not attributes & 3:
+            kind, count, timestamp = PLAIN, 1, time_of(position)
+        elif is_stored_batch(view[position:position + 26]):
+            try:
+                header = read_stored_header(view[position:position + HEAD_BYTES])
+            except StoredBatchError:
+                return
+            kind, count = STORED, header.records_count
+            timestamp = (time_of(position) if header.attributes & TIMESTAMP_TYPE_LOG_APPEND
+                         else header.max_timestamp)
+        else:
+            kind, timestamp, count = WRAPPER, time_of(position), None
+            if attributes & 3 != GZIP or int.from_bytes(view[following - 4:following], "little") \
+                    // _MIN_INNER_BYTES >= start + following - first:
+                count = wrapper_count(view, position, following)
+        yield Entry(position, following, first, count, timestamp, kind, header)
+        carry = first + (count or 1)
+        position = following
+
+
+class OffsetIndex:
+    """The rows of one segment, in memory and in ``<start>.index``. One thread uses it."""
+
+    def __init__(self, segment_path: str, start: int, *, truncate: bool = False) -> None:
+        self.path = segment_path[:segment_path.rfind(".")] + SUFFIX
+        self.start = start
+        self.positions, self.firsts, self.times = array("q"), array("q"), array("q")
+        self._marks, self._mark_times = array("q"), array("q")  # appends this run: position, ms
+        self.walked = 0  # file position up to which entries are walked (a boundary)
+        self.carry: int | None = None  # least first offset of the entry at ``walked``; None: unknown
+        self.max_timestamp = NO_TIMESTAMP  # of the walked entries
+        self.last: Entry | None = None  # the last walked entry, when walked this run
+        try:
+            self.default_ms = int(os.stat(segment_path).st_mtime * 1000)
+        except FileNotFoundError:
+            self.default_ms = NO_TIMESTAMP
+        # No descriptor is kept: a broker holds many segments, most never read by a modern
+        # client, and the file is only read here and appended to when rows are walked.
+        if truncate:
+            self.delete()
+        self._load()
+
+    def _load(self) -> None:
+        try:
+            with open(self.path, "rb") as file:
+                data = file.read()
+        except FileNotFoundError:
+            data = b""
+        size = len(data)
+        previous = (-1, -1, NO_TIMESTAMP)
+        kept = 0
+        for position, first, timestamp in ROW.iter_unpack(data[:size - size % ROW.size]):
+            # Rows only grow; anything else is a file from another life of this segment.
+            if (position <= previous[0] or first <= previous[1] or timestamp < previous[2]
+                    or first < self.start + position or (kept == 0 and position != 0)):
+                log.warning("%s: row %d is out of order; the rows after it are walked again", self.path, kept)
+                break
+            self._add_row(position, first, timestamp)
+            previous = (position, first, timestamp)
+            kept += 1
+        if kept * ROW.size != size:
+            self._cut_file(kept)
+        self._resume_at_last_row()
+
+    def _resume_at_last_row(self) -> None:
+        if self.positions:
+            self.walked, self.carry, self.max_timestamp = self.positions[-1], self.firsts[-1], self.times[-1]
+        else:
+            self.walked, self.carry, self.max_timestamp = 0, None, NO_TIMESTAMP
+        self.last = None
+
+    def _add_row(self, position: int, first: int, timestamp: int) -> None:
+        self.positions.append(position)
+        self.firsts.append(first)
+        self.times.append(timestamp)
+
+    # -- the segment's calls ---------------------------------------------------------------
+
+    def appended(self, position: int, now_ms: int) -> None:
+        """Note an append at file ``position`` (O(1): the 0.7 path's whole cost here)."""
+        marks = self._marks
+        if not marks or position - marks[-1] >= ROW_INTERVAL_BYTES:
+            marks.append(position)
+            self._mark_times.append(now_ms)
+
+    def truncate(self, size: int) -> None:
+        """Forget rows and marks at or past file position ``size`` (the segment was cut)."""
+        keep = bisect_right(self.positions, size - 1) if size > 0 else 0
+        if keep < len(self.positions):
+            del self.positions[keep:], self.firsts[keep:], self.times[keep:]
+            self._cut_file(keep)
+        marks = bisect_right(self._marks, size - 1) if size > 0 else 0
+        del self._marks[marks:], self._mark_times[marks:]
+        if self.walked > size or (self.last is not None and self.last.next_position > size):
+            self._resume_at_last_row()
+
+    def _cut_file(self, rows: int) -> None:
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return
+        try:
+            os.ftruncate(fd, rows * ROW.size)
+            os.fsync(fd)  # rows past a cut must not come back over the bytes appended next
+        finally:
+            os.close(fd)
+
+    def close(self) -> None:
+        """Nothing to release (no descriptor is kept); here for the segment's symmetry."""
+
+    def delete(self) -> None:
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+    # -- walking ---------------------------------------------------------------------------
+
+    def time_of(self, position: int) -> int:
+        """A 0.7 entry's timestamp: the time of the append that wrote it (to a row interval),
+        or the segment file's mtime for bytes written before this run."""
+        index = bisect_right(self._marks, position) - 1
+        return self._mark_times[index] if index >= 0 else self.default_ms
+
+    def catch_up(self, fd: int, size: int, carry_in: int) -> None:
+        """Walk the entries of the segment file ``fd`` from the last walked one to ``size``;
+        ``carry_in`` is the least first offset of the segment's first entry."""
+        if self.carry is None:
+            self.carry = max(self.start, carry_in)
+        if self.walked >= size:
+            return
+        with mmap.mmap(fd, size, access=mmap.ACCESS_READ) as mapped, memoryview(mapped) as view:
+            added = len(self.positions)
+            try:
+                for entry in walk(view, self.walked, size, self.start, self.carry, self.time_of):
+                    self._note(entry)
+            finally:
+                new_rows = b"".join(ROW.pack(*row) for row in zip(
+                    self.positions[added:], self.firsts[added:], self.times[added:]))
+        if new_rows:
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+            try:
+                os.write(fd, new_rows)
+            finally:
+                os.close(fd)
+
+    def _note(self, entry: Entry) -> None:
+        positions = self.positions
+        if not positions or entry.position - positions[-1] >= ROW_INTERVAL_BYTES:
+            self._add_row(entry.position, entry.first, self.max_timestamp)
+        if entry.timestamp > self.max_timestamp:
+            self.max_timestamp = entry.timestamp
+        self.walked = entry.next_position
+        self.carry = entry.first + (entry.count or 1)
+        self.last = entry
+
+    def row_before_position(self, position: int) -> tuple[int, int]:
+        """(file position, first offset) of the last row at or before ``position``."""
+        index = max(bisect_right(self.positions, position) - 1, 0)
+        return self.positions[index], self.firsts[index]
+
+    def row_before_offset(self, offset: int) -> tuple[int, int]:
+        """(file position, first offset) of the last row whose first offset is at most ``offset``."""
+        index = max(bisect_right(self.firsts, offset) - 1, 0)
+        return self.positions[index], self.firsts[index]
+
+    def row_before_time(self, timestamp: int) -> tuple[int, int]:
+        """(file position, first offset) of the last row before which every record is older
+        than ``timestamp``: the first record at or after it is at or past that row."""
+        index = max(bisect_right(self.times, timestamp - 1) - 1, 0)
+        return self.positions[index], self.firsts[index]
+
+    @property
+    def first_offset(self) -> int | None:
+        """The modern offset of the segment's first entry, if walked."""
+        return self.firsts[0] if self.positions else None
