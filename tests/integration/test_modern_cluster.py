@@ -4,6 +4,8 @@ acks=all, by kafka-python."""
 
 from __future__ import annotations
 
+import json
+
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 
@@ -11,11 +13,12 @@ from tests.integration.modern_listener import admin, start_with_listener
 from tests.integration.polling import wait_for
 
 
-def test_three_brokers_advertise_each_other_and_serve_a_replicated_topic(broker_factory, zk_connect):
+def test_three_brokers_advertise_each_other_and_serve_a_replicated_topic(broker_factory, zk_connect, zk):
     ports = {}
     for broker_id in range(3):
         _broker, ports[broker_id] = start_with_listener(broker_factory, f"b{broker_id}", broker_id=broker_id,
-                                                         zk_connect=zk_connect)
+                                                         zk_connect=zk_connect,
+                                                         properties={"default.replication.factor": "3"})
     client = admin(ports[1])
     try:
         assert wait_for(lambda: sorted((b["broker_id"], b["port"]) for b in client.describe_cluster()["brokers"])
@@ -42,3 +45,8 @@ def test_three_brokers_advertise_each_other_and_serve_a_replicated_topic(broker_
     finally:
         consumer.close()
     assert sorted(values) == sorted(b"m%d" % i for i in range(30))
+    # A producer's Metadata request creates an unknown topic with default.replication.factor.
+    producer = KafkaProducer(bootstrap_servers=f"127.0.0.1:{ports[2]}", acks=1)
+    producer.send("auto", value=b"first").get(15)
+    producer.close()
+    assert len(json.loads(zk.get("/replication/topics/auto")[0])["partitions"]["0"]) == 3

@@ -19,7 +19,6 @@ and any body that does not decode to its end, closes the connection (``RefusedFr
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -34,7 +33,6 @@ from twisted_broker.kafka_wire.protocol import (
 from twisted_broker.server.stats import BrokerStats
 from twisted_broker.wire.requests import UnknownRequestType
 
-log = logging.getLogger(__name__)
 
 
 class RefusedFrame(UnknownRequestType):

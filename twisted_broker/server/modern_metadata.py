@@ -16,7 +16,6 @@ import logging
 from twisted.internet.defer import inlineCallbacks
 from twisted.internet.task import deferLater
 
-from twisted_broker.errors import InvalidTopic
 from twisted_broker.kafka_wire import errors as kafka_errors
 from twisted_broker.kafka_wire.protocol import Request
 from twisted_broker.registry import paths as registry_paths
@@ -24,8 +23,7 @@ from twisted_broker.registry.zookeeper import NoNodeError
 from twisted_broker.replication import paths as replication_paths
 from twisted_broker.replication.admin import Kafka07Topic, create_replicated_topic, wait_for_leaders
 from twisted_broker.replication.assignment import AssignmentError
-from twisted_broker.server.modern_topics import ClusterView, TopicView
-from twisted_broker.storage.topic_name import check_topic_name
+from twisted_broker.server.modern_topics import ClusterView, TopicView, is_valid_topic_name
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +59,10 @@ class TopicRequests:
         brokers = yield self.view.brokers()
         topics = []
         for name in names:
+            if not is_valid_topic_name(name):
+                topics.append({"error_code": kafka_errors.INVALID_TOPIC_EXCEPTION, "name": name,
+                               "is_internal": False, "partitions": []})
+                continue
             error, view = kafka_errors.NONE, (yield self.view.topic(name))
             if view is None and create:
                 error = yield self._create(name, self.num_partitions, self.default_replication_factor,
@@ -179,11 +181,7 @@ class TopicRequests:
 
 
 def _name_error(name: str) -> int:
-    try:
-        check_topic_name(name)
-    except InvalidTopic:
-        return kafka_errors.INVALID_TOPIC_EXCEPTION
-    return kafka_errors.NONE
+    return kafka_errors.NONE if is_valid_topic_name(name) else kafka_errors.INVALID_TOPIC_EXCEPTION
 
 
 def _topic_metadata(view: TopicView, brokers: dict) -> dict:

@@ -25,11 +25,13 @@ from dataclasses import dataclass
 from twisted.application.service import Service
 from twisted.internet.defer import inlineCallbacks
 
+from twisted_broker.errors import InvalidTopic
 from twisted_broker.kafka_wire import errors as kafka_errors
 from twisted_broker.registry import paths as registry_paths
 from twisted_broker.registry.zookeeper import CONNECTED, NodeExistsError, NoNodeError
 from twisted_broker.replication import paths as replication_paths
 from twisted_broker.storage.log_manager import LogManager
+from twisted_broker.storage.topic_name import check_topic_name
 
 log = logging.getLogger(__name__)
 
@@ -156,6 +158,8 @@ class ClusterView:
     @inlineCallbacks
     def _read_pairs(self, topic: str):
         counts: dict[int, int] = {}
+        if not is_valid_topic_name(topic):  # no such node can exist, nor may its path be built
+            return ()
         if self.logs.has_topic(topic):
             counts[self.broker_id] = self.partitions_for(topic)
         for broker, value in (yield self._other_brokers_nodes(registry_paths.topic_path(topic))).items():
@@ -183,6 +187,14 @@ class ClusterView:
         if pairs is None or not 0 <= partition < len(pairs):
             return None
         return locate_pair(pairs, partition, self.broker_id)
+
+
+def is_valid_topic_name(name: str) -> bool:
+    try:
+        check_topic_name(name)
+    except InvalidTopic:
+        return False
+    return True
 
 
 def locate_pair(pairs, partition: int, broker_id: int) -> int:

@@ -168,3 +168,15 @@ def test_a_bad_frame_closes_its_connection_with_one_warning_and_others_are_serve
     assert len(bad.responses()) == 1  # what came before the bad frame was answered
     good.send(API_VERSIONS_V0)
     assert decode_api_versions_v0(good.responses()[0])[:2] == (7, 0)
+
+
+def test_metadata_for_invalid_topic_names_answers_error_17_and_creates_nothing(factory, tmp_path):
+    from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+
+    peer = Peer(factory)
+    body = MetadataRequest[1](topics=["..", "a/b", "x" * 300, ""]).encode()
+    peer.send(struct.pack(">ihhih", 10 + len(body), 3, 1, 12, -1) + body)
+    [frame] = peer.responses()
+    assert [(t[0], t[1]) for t in MetadataResponse[1].decode(frame[4:]).topics] == [
+        (17, ".."), (17, "a/b"), (17, "x" * 300), (17, "")]
+    assert sorted(p.name for p in (tmp_path / "logs").iterdir()) == []
