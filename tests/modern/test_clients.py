@@ -1,8 +1,9 @@
 """kafka-python, aiokafka, confluent-kafka and kafkajs against the modern listener: records with
 keys, headers and timestamps under every compression each client offers; offsets for a time;
-the idempotent producer; a consumer group of two that splits the partitions and resumes after
-a commit without re-delivery. Each client produces what it reads back itself, and one client's
-records are read by every other (kcat: tests/modern/test_kcat.py)."""
+the idempotent producer; a consumer group of two (these four and kcat -G) that splits the
+partitions and resumes after a commit without re-delivery. Each client produces what it reads
+back itself, and one client's records are read by every other (kcat's other tests:
+tests/modern/test_kcat.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import time
 import pytest
 
 from tests.modern.conftest import create_topic
-from tests.modern import client_aiokafka, client_confluent, client_kafka_python, client_kafkajs
+from tests.modern import client_aiokafka, client_confluent, client_kafka_python, client_kafkajs, client_kcat
 from tests.modern.records import assert_same_records, sample_records, values
 
 CLIENTS = {c.NAME: c for c in (client_kafka_python, client_aiokafka, client_confluent, client_kafkajs)}
@@ -27,9 +28,9 @@ def read_apis(name: str) -> tuple[int, ...]:
     return (FETCH, LIST_OFFSETS, METADATA, *(GROUP_APIS if name == "kafkajs" else ()))
 
 
-def client_cases(extra: tuple[int, ...] = ()):
+def client_cases(extra: tuple[int, ...] = (), clients=tuple(CLIENTS.values())):
     return [pytest.param(c, marks=pytest.mark.needs_api(PRODUCE, *read_apis(c.NAME), *extra), id=c.NAME)
-            for c in CLIENTS.values()]
+            for c in clients]
 
 
 @pytest.mark.parametrize(("client", "compression"), [
@@ -98,7 +99,7 @@ def poll_until(members, count: int, timeout_s: float = 20.0) -> list[list]:
     return found
 
 
-@pytest.mark.parametrize("client", client_cases(GROUP_APIS))
+@pytest.mark.parametrize("client", client_cases(GROUP_APIS, (*CLIENTS.values(), client_kcat)))
 def test_two_members_split_the_partitions_and_a_restart_resumes_after_the_commit(modern_broker, topic, client):
     group = f"g-{topic}"
     assert create_topic(modern_broker, topic) == 2
