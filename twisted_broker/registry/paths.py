@@ -10,10 +10,15 @@ Consumer groups (``/consumers/<group>/...``):
                                 ``*<n>*<regex>`` (whitelist), ``!<n>!<regex>`` (blacklist)
 ``owners/<topic>/<b>-<p>``      the owning consumer thread's id
 ``offsets/<topic>/<b>-<p>``     the next offset to consume, decimal
+``offsets_metadata/<t>/<name>`` a modern client's commit metadata string (UTF-8), only if
+                                non-empty; beside ``offsets`` so 0.7 readers of
+                                ``offsets/<topic>`` find partition names only
 ==============================  ==========================================================
 
 The ids are ``<group>_<hostname>-<ms>-<8 hex>`` for a consumer and ``<consumerId>-<i>`` for
-its streams (0.7 calls them threads); a partition is named ``<brokerId>-<partId>``.
+its streams (0.7 calls them threads); a partition is named ``<brokerId>-<partId>`` (a
+replicated topic's partition: ``<partId>``). Groups of modern clients (groups/) keep their
+committed offsets at the same paths, so 0.7's tools see them.
 """
 
 from __future__ import annotations
@@ -115,6 +120,20 @@ def offsets_path(group: str, topic: str) -> str:
 def offset_path(group: str, topic: str, partition: str) -> str:
     """``/consumers/<group>/offsets/<topic>/<b>-<p>``; ``partition`` is a partition name."""
     return f"{CONSUMERS}/{group}/offsets/{topic}/{partition}"
+
+
+def offset_metadata_path(group: str, topic: str, partition: str) -> str:
+    """``/consumers/<group>/offsets_metadata/<topic>/<name>``: a commit's metadata string."""
+    return f"{CONSUMERS}/{group}/offsets_metadata/{topic}/{partition}"
+
+
+# ZooKeeper's PathUtils.validatePath: code points a node name may not hold.
+_INVALID_NODE_CHARS = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\uf8ff\ufff0-\uffff/]")
+
+
+def is_valid_node_name(name: str) -> bool:
+    """Whether ZooKeeper accepts ``name`` as one path component (not ``.``, ``..``, no ``/``)."""
+    return bool(name) and name not in (".", "..") and not _INVALID_NODE_CHARS.search(name)
 
 
 def partition_name(broker_id: int | str, partition: int) -> str:

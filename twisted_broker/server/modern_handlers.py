@@ -10,6 +10,7 @@ from twisted_broker.config import BrokerConfig
 from twisted_broker.kafka_wire import api_keys
 from twisted_broker.server.modern_broker import ModernBroker
 from twisted_broker.server.modern_fetch import FetchRequests
+from twisted_broker.server.modern_groups import GroupRequests
 from twisted_broker.server.modern_metadata import TopicRequests
 from twisted_broker.server.modern_partitions import PartitionFinder
 from twisted_broker.server.modern_produce import ProduceRequests
@@ -32,6 +33,7 @@ def modern_broker(config: BrokerConfig, logs: LogManager, stats: BrokerStats, *,
     produce = ProduceRequests(partitions, stats, max_batch_bytes=config.kafka_max_batch_bytes,
                               now_ms=lambda: int(clock.seconds() * 1000))
     fetch = FetchRequests(partitions, stats, clock=clock)
+    groups = GroupRequests(topics)
     return ModernBroker(stats, {
         api_keys.PRODUCE: produce.produce,
         api_keys.FETCH: fetch.fetch,
@@ -39,4 +41,5 @@ def modern_broker(config: BrokerConfig, logs: LogManager, stats: BrokerStats, *,
         api_keys.METADATA: topics.metadata,
         api_keys.CREATE_TOPICS: topics.create_topics,
         api_keys.DELETE_TOPICS: topics.delete_topics,
+        api_keys.FIND_COORDINATOR: groups.find_coordinator,
     })

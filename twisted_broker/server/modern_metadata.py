@@ -51,7 +51,7 @@ class TopicRequests:
         if request.api_version == 0 and not names:
             names = None  # v0: an empty list asks for every topic
         create = self.auto_create and body.get("allow_auto_topic_creation", True)
-        yield self._wait_for_cluster()
+        yield self.wait_for_cluster()
         if names is None:
             names = yield self.view.topic_names()
         else:
@@ -79,7 +79,7 @@ class TopicRequests:
                 "cluster_id": None, "controller_id": self.view.controller_id(), "topics": topics}
 
     @inlineCallbacks
-    def _wait_for_cluster(self):
+    def wait_for_cluster(self):
         """Just started: wait (a few seconds at most) until ZooKeeper has been read and a
         controller elected, so that existing topics are not taken for unknown and the
         answer names a live controller (some clients send CreateTopics only to it)."""

@@ -180,3 +180,15 @@ def test_metadata_for_invalid_topic_names_answers_error_17_and_creates_nothing(f
     assert [(t[0], t[1]) for t in MetadataResponse[1].decode(frame[4:]).topics] == [
         (17, ".."), (17, "a/b"), (17, "x" * 300), (17, "")]
     assert sorted(p.name for p in (tmp_path / "logs").iterdir()) == []
+
+
+def test_find_coordinator_names_this_broker_without_zookeeper(factory):
+    from twisted_broker.kafka_wire.api_keys import FIND_COORDINATOR
+    from twisted_broker.kafka_wire.protocol import decode_response, encode_request
+
+    peer = Peer(factory)
+    peer.send(encode_request(FIND_COORDINATOR, 1, 4, "t", {"key": "my-group", "key_type": 0})
+              + encode_request(FIND_COORDINATOR, 1, 5, "t", {"key": "txn", "key_type": 1}))
+    group, transaction = [decode_response(FIND_COORDINATOR, 1, frame)[1] for frame in peer.responses()]
+    assert (group["error_code"], group["node_id"], group["host"], group["port"]) == (0, 3, "broker.example", 9094)
+    assert transaction["error_code"] == 15  # no transactions: no transaction coordinator

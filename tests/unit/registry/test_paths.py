@@ -84,3 +84,16 @@ def test_partition_count_round_trips(count):
 def test_malformed_partition_count_raises_value_error(value):
     with pytest.raises(ValueError):
         paths.decode_partition_count(value)
+
+
+@pytest.mark.parametrize("name, valid", [
+    ("group-1.x", True), ("é", True), ("", False), (".", False), ("..", False), ("a/b", False),
+    ("a\x00", False), ("a\x1f", False), ("\x7f", False), ("\ud800", False), ("\ufff0", False),
+])
+def test_node_names_zookeeper_refuses_are_told_apart(name, valid):
+    assert paths.is_valid_node_name(name) is valid
+
+
+def test_commit_metadata_lives_beside_the_offsets_not_among_them():
+    assert paths.offset_metadata_path("g", "t", "0-1") == "/consumers/g/offsets_metadata/t/0-1"
+    assert not paths.offset_metadata_path("g", "t", "0-1").startswith(paths.offsets_path("g", "t") + "/")
