@@ -7,6 +7,8 @@ tap.py calls ``modern_broker`` once; every handler is a bound method of one of t
 from __future__ import annotations
 
 from twisted_broker.config import BrokerConfig
+from twisted_broker.groups.coordinator import GroupCoordinator
+from twisted_broker.groups.offset_store import FileOffsets, ZooKeeperOffsets
 from twisted_broker.kafka_wire import api_keys
 from twisted_broker.server.modern_broker import ModernBroker
 from twisted_broker.server.modern_fetch import FetchRequests
@@ -33,7 +35,13 @@ def modern_broker(config: BrokerConfig, logs: LogManager, stats: BrokerStats, *,
     produce = ProduceRequests(partitions, stats, max_batch_bytes=config.kafka_max_batch_bytes,
                               now_ms=lambda: int(clock.seconds() * 1000))
     fetch = FetchRequests(partitions, stats, clock=clock)
-    groups = GroupRequests(topics)
+    if zk is not None:
+        offsets = ZooKeeperOffsets(zk)
+    else:
+        offsets = FileOffsets(config.log_dir)
+    coordinator = GroupCoordinator(clock=clock, offsets=offsets, partition_names=view.partition_names,
+                                   is_coordinator=lambda: view.controller_id() == view.broker_id)
+    groups = GroupRequests(topics, coordinator)
     return ModernBroker(stats, {
         api_keys.PRODUCE: produce.produce,
         api_keys.FETCH: fetch.fetch,
@@ -42,4 +50,12 @@ def modern_broker(config: BrokerConfig, logs: LogManager, stats: BrokerStats, *,
         api_keys.CREATE_TOPICS: topics.create_topics,
         api_keys.DELETE_TOPICS: topics.delete_topics,
         api_keys.FIND_COORDINATOR: groups.find_coordinator,
+        api_keys.JOIN_GROUP: groups.join_group,
+        api_keys.SYNC_GROUP: groups.sync_group,
+        api_keys.HEARTBEAT: groups.heartbeat,
+        api_keys.LEAVE_GROUP: groups.leave_group,
+        api_keys.OFFSET_COMMIT: groups.offset_commit,
+        api_keys.OFFSET_FETCH: groups.offset_fetch,
+        api_keys.DESCRIBE_GROUPS: groups.describe_groups,
+        api_keys.LIST_GROUPS: groups.list_groups,
     })

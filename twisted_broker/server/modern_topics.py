@@ -181,17 +181,15 @@ class ClusterView:
             pairs = yield self._read_pairs(topic)
         return locate_pair(pairs, partition, self.broker_id)
 
-    @inlineCallbacks
-    def offsets_name(self, topic: str, partition: int):
-        """The name 0.7's group consumers give the partition in ZooKeeper (MODERN.md D4):
-        ``<broker>-<local partition>`` for a 0.7 topic's, the number for a replicated topic's;
-        None when the topic has no such partition."""
+    def partition_names(self, topic: str) -> dict[int, str] | None:
+        """{modern partition: its name in ZooKeeper's committed offsets} (``offsets_name``)
+        from what was last read; None for a topic not known here."""
         if self.cluster is not None and self.cluster.is_replicated(topic):
-            return str(partition) if partition in self.cluster.assignments[topic].replicas else None
+            return {p: str(p) for p in self.cluster.assignments[topic].replicas}
         pairs = self._pairs.get(topic)
-        if pairs is None or not 0 <= partition < len(pairs):
-            pairs = yield self._read_pairs(topic)
-        return registry_paths.partition_name(*pairs[partition]) if 0 <= partition < len(pairs) else None
+        if pairs is None:
+            return None
+        return {index: registry_paths.partition_name(*pair) for index, pair in enumerate(pairs)}
 
     def local_partition_now(self, topic: str, partition: int) -> int | None:
         """As ``local_partition`` from the pairs already read; None when it must read them."""
