@@ -1,7 +1,7 @@
 """aiokafka (asyncio) as a client adapter for tests/modern/test_clients.py.
 
-Each call runs on an event loop of the adapter's own; a group member keeps its loop, and its
-heartbeats run while the test polls it.
+Each call runs on an event loop of its own; the group members share one loop, so every
+member's heartbeats run while the test polls any of them.
 """
 
 from __future__ import annotations
@@ -82,12 +82,15 @@ def offset_for_time(bootstrap: str, topic: str, timestamp_ms: int, *, partition:
     return asyncio.run(run())
 
 
+_MEMBERS_LOOP = asyncio.new_event_loop()
+
+
 class Member:
     """A group member; ``poll`` returns the records it got, ``commit`` commits what it consumed."""
 
     def __init__(self, bootstrap: str, topic: str, group: str) -> None:
         from aiokafka import AIOKafkaConsumer
-        self.loop = asyncio.new_event_loop()
+        self.loop = _MEMBERS_LOOP
 
         async def start():  # aiokafka objects are made inside their loop
             consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group,
@@ -109,7 +112,4 @@ class Member:
         self.loop.run_until_complete(self.consumer.commit())
 
     def close(self) -> None:
-        try:
-            self.loop.run_until_complete(self.consumer.stop())
-        finally:
-            self.loop.close()
+        self.loop.run_until_complete(self.consumer.stop())

@@ -24,7 +24,7 @@ class Member:
 
     def __init__(self, bootstrap: str, topic: str, group: str) -> None:
         self.process = subprocess.Popen(
-            ["kcat", "-b", bootstrap, "-G", group, "-J", "-u", "-o", "beginning",
+            ["kcat", "-b", bootstrap, "-G", group, "-J", "-u", "-X", "auto.offset.reset=earliest",
              "-X", "session.timeout.ms=10000", "-X", "heartbeat.interval.ms=1000",
              "-X", "auto.commit.interval.ms=500", topic],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
