@@ -59,7 +59,7 @@ async function produce(topic, compression, idempotent, partition) {
 }
 
 async function consume(topic, partition, count, timeoutMs) {
-  const consumer = kafka.consumer({ groupId: `tests-modern-read-${process.pid}-${Date.now()}` });
+  const consumer = kafka.consumer({ groupId: `tests-modern-read-${process.pid}-${Date.now()}`, maxWaitTimeInMs: 500 });
   const found = [];
   await consumer.connect();
   try {
@@ -95,7 +95,8 @@ async function offsetForTime(topic, partition, timestampMs) {
 }
 
 async function member(topic, group) {
-  const consumer = kafka.consumer({ groupId: group, sessionTimeout: 10000, heartbeatInterval: 1000 });
+  // fetches wait at most 0.5 s: kafkajs heartbeats (and so hears of a rebalance) between them
+  const consumer = kafka.consumer({ groupId: group, sessionTimeout: 10000, heartbeatInterval: 1000, maxWaitTimeInMs: 500 });
   const say = (value) => process.stdout.write(JSON.stringify(value) + '\n');
   consumer.on(consumer.events.GROUP_JOIN, (event) => {
     say({ assigned: (event.payload.memberAssignment[topic] || []).map(Number) });
