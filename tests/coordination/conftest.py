@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import pytest_twisted
 
-from tests.integration.conftest import new_chroot, zk, zk_connect, zookeeper  # noqa: F401 (fixtures)
+from tests.integration.conftest import zk, zk_connect, zookeeper  # noqa: F401 (fixtures)
 from twisted_broker.registry.zookeeper import ZooKeeper
 
 

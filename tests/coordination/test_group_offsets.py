@@ -4,7 +4,7 @@ import pytest_twisted
 from twisted.internet import task
 
 from twisted_broker.groups.coordinator import GroupCoordinator
-from twisted_broker.groups.messages import FetchedOffset, OffsetCommit
+from twisted_broker.groups.messages import FetchedOffset, GroupConfig, JoinRequest, OffsetCommit
 from twisted_broker.groups.offset_store import ZooKeeperOffsets
 from twisted_broker.kafka_wire import errors
 from twisted_broker.registry.cluster_view import ClusterView
@@ -68,3 +68,34 @@ def test_without_zookeeper_commits_and_fetches_answer_coordinator_not_available(
     assert done == {("old", 0): errors.COORDINATOR_NOT_AVAILABLE}
     fetched = yield c.fetch_offsets("g", [("old", 0)])
     assert fetched.error == errors.COORDINATOR_NOT_AVAILABLE
+
+
+def request(client, member_id=""):
+    return JoinRequest(member_id, client, "/127.0.0.1", 10_000, 10_000, "consumer", (("range", b""),))
+
+
+@pytest_twisted.inlineCallbacks
+def test_after_a_coordinator_change_members_rejoin_and_resume_from_their_commits(bridge):
+    clock, coordinating = task.Clock(), [True]
+    first = GroupCoordinator(clock=clock, offsets=ZooKeeperOffsets(bridge), partition_names=NAMES.get,
+                             is_coordinator=lambda: coordinating[0], config=GroupConfig(initial_rebalance_delay_ms=0))
+    joining = first.join_group("g", request("a"))
+    clock.advance(0)
+    a = yield joining
+    yield first.sync_group("g", a.member_id, a.generation, {a.member_id: b"old:0,1"})
+    done = yield first.commit_offsets("g", a.member_id, a.generation, [OffsetCommit("old", 0, 500),
+                                                                       OffsetCommit("old", 1, 600)])
+    assert set(done.values()) == {errors.NONE}
+    waiting = first.join_group("g", request("b"))  # a rebalance is under way when the controller moves
+    coordinating[0] = False
+    assert first.heartbeat("g", a.member_id, a.generation) == errors.NOT_COORDINATOR
+    assert (yield waiting).error == errors.NOT_COORDINATOR
+
+    second = GroupCoordinator(clock=clock, offsets=ZooKeeperOffsets(bridge), partition_names=NAMES.get,
+                              config=GroupConfig(initial_rebalance_delay_ms=0))
+    assert second.heartbeat("g", a.member_id, a.generation) == errors.UNKNOWN_MEMBER_ID
+    rejoining = second.join_group("g", request("a"))
+    clock.advance(0)
+    assert (yield rejoining).generation == 1
+    fetched = yield second.fetch_offsets("g", [("old", 0), ("old", 1)])
+    assert fetched.offsets == {("old", 0): FetchedOffset(500), ("old", 1): FetchedOffset(600)}

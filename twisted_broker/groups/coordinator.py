@@ -16,22 +16,23 @@ import logging
 import uuid as uuid_module
 from collections.abc import Callable, Mapping, Sequence
 
-from twisted.internet.defer import Deferred, inlineCallbacks, succeed
+from twisted.internet.defer import Deferred, inlineCallbacks, maybeDeferred, succeed
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 
 from twisted_broker.groups.messages import (
     Answers, FetchedOffset, GroupConfig, GroupDescription, JoinRequest, JoinResult, ListGroupsResult,
     OffsetCommit, OffsetFetchResult, Step, SyncResult,
 )
-from twisted_broker.groups.offset_store import NO_OFFSET, StoredOffset
+from twisted_broker.groups.offset_store import NO_OFFSET, STORE_ERRORS, StoredOffset
 from twisted_broker.groups.state import EMPTY
 from twisted_broker.groups.table import GroupTable, valid_group_id
 from twisted_broker.kafka_wire import errors
 
 log = logging.getLogger(__name__)
 
-# topic -> {modern partition: the partition's 0.7 name in ZooKeeper}; None for an unknown topic
-PartitionNames = Callable[[str], Mapping[int, str] | None]
+# topic -> {modern partition: the partition's 0.7 name in ZooKeeper}; None for an unknown
+# topic. It may return a Deferred of that (to read a topic's layout first).
+PartitionNames = Callable[[str], "Mapping[int, str] | None | Deferred[Mapping[int, str] | None]"]
 MAX_METADATA_BYTES = 4096  # Kafka's offset.metadata.max.bytes
 
 
@@ -167,9 +168,10 @@ class GroupCoordinator:
         if error:
             return {(o.topic, o.partition): error for o in offsets}
         results, stored, keys = {}, [], []
+        names = yield self._names({commit.topic for commit in offsets})
         for commit in offsets:
             key = (commit.topic, commit.partition)
-            name = (self._partition_names(commit.topic) or {}).get(commit.partition)
+            name = names[commit.topic].get(commit.partition)
             if name is None:
                 results[key] = errors.UNKNOWN_TOPIC_OR_PARTITION
             elif len(commit.metadata.encode()) > MAX_METADATA_BYTES:
@@ -180,7 +182,7 @@ class GroupCoordinator:
         if stored:
             try:
                 written = yield self._offsets.commit(group_id, stored)
-            except Exception as exc:
+            except STORE_ERRORS as exc:
                 log.warning("commit of group %s failed: %s", group_id, exc)
                 written = [False] * len(stored)
             for key, ok in zip(keys, written):
@@ -198,27 +200,37 @@ class GroupCoordinator:
         try:
             if partitions is None:
                 stored = yield self._offsets.fetch_all(group_id)
+                names = yield self._names({topic for topic, _ in stored})
                 found = {}
                 for (topic, name), (offset, metadata) in stored.items():
-                    numbers = {n: p for p, n in (self._partition_names(topic) or {}).items()}
+                    numbers = {n: p for p, n in names[topic].items()}
                     if name in numbers:  # a name no partition has any more (its broker left) is skipped
                         found[topic, numbers[name]] = FetchedOffset(offset, metadata)
                 return OffsetFetchResult(errors.NONE, found)
+            known = yield self._names({topic for topic, _ in partitions})
             names: dict[str, list[str]] = {}
             asked: dict[tuple[str, str], tuple[str, int]] = {}
             for topic, partition in partitions:
-                name = (self._partition_names(topic) or {}).get(partition)
+                name = known[topic].get(partition)
                 if name is not None:
                     names.setdefault(topic, []).append(name)
                     asked[topic, name] = (topic, partition)
             stored = yield self._offsets.fetch(group_id, names)
-        except Exception as exc:
+        except STORE_ERRORS as exc:
             log.warning("offsets of group %s not read: %s", group_id, exc)
             return OffsetFetchResult(errors.COORDINATOR_NOT_AVAILABLE)
         found = {key: FetchedOffset(NO_OFFSET) for key in partitions}
         for key, (offset, metadata) in stored.items():
             found[asked[key]] = FetchedOffset(offset, metadata)
         return OffsetFetchResult(errors.NONE, found)
+
+    @inlineCallbacks
+    def _names(self, topics):
+        """``{topic: {modern partition: 0.7 name}}`` ({} for a topic not known)."""
+        names = {}
+        for topic in sorted(topics):
+            names[topic] = (yield maybeDeferred(self._partition_names, topic)) or {}
+        return names
 
     # -- listing -------------------------------------------------------------------------------
 
@@ -232,7 +244,7 @@ class GroupCoordinator:
         if any(g not in self.table.groups for g in group_ids):
             try:
                 stored = set((yield self._offsets.groups()))
-            except Exception as exc:
+            except STORE_ERRORS as exc:
                 log.warning("groups not listed from the offset store: %s", exc)
         descriptions = []
         for group_id in group_ids:
@@ -250,7 +262,7 @@ class GroupCoordinator:
             return ListGroupsResult(errors.NOT_COORDINATOR)
         try:
             stored = yield self._offsets.groups()
-        except Exception as exc:
+        except STORE_ERRORS as exc:
             log.warning("groups not listed from the offset store: %s", exc)
             return ListGroupsResult(errors.COORDINATOR_NOT_AVAILABLE)
         listing = {group_id: "" for group_id in stored}

@@ -25,12 +25,13 @@ from dataclasses import dataclass
 from twisted.internet.defer import Deferred, DeferredList, inlineCallbacks, succeed
 
 from twisted_broker.registry import paths
-from twisted_broker.registry.zookeeper import NodeExistsError, NoNodeError, ZooKeeper
+from twisted_broker.registry.zookeeper import UNAVAILABLE_ERRORS, NodeExistsError, NoNodeError, ZooKeeper
 from twisted_broker.storage.checkpoints import write_atomically
 
 log = logging.getLogger(__name__)
 
 OFFSETS_FILE = "group-offsets"
+STORE_ERRORS = (*UNAVAILABLE_ERRORS, OSError)  # a store that cannot answer now: clients retry
 NO_OFFSET = -1  # Kafka's INVALID_OFFSET: nothing committed
 
 
@@ -58,6 +59,7 @@ class ZooKeeperOffsets:
     @staticmethod
     def _logged(ok: bool, value, group: str) -> bool:
         if not ok:
+            value.trap(*STORE_ERRORS)  # anything else is our bug: it raises
             log.warning("commit of group %s not stored in ZooKeeper: %s", group, value.getErrorMessage())
         return ok
 

@@ -4,6 +4,12 @@ it Empty (a consumer that assigns its own partitions and only stores offsets); e
 else about an unknown group is an unknown member (25), or an illegal generation (22) for a
 commit. Group ids must be usable as a ZooKeeper node name (offsets are stored under
 ``/consumers/<group>``): others get INVALID_GROUP_ID (24). Pure: no clock, no I/O.
+
+A group that becomes Empty is let go at once: its offsets are in the store, which lists
+and describes it from then on (Kafka keeps it until its offsets expire). So short-lived
+groups (console consumers with random ids) and JoinGroups refused for a group nobody held
+leave nothing behind in memory. A member of its last generation then hears 22 instead of 25
+from a commit: both make a client rejoin.
 """
 
 from __future__ import annotations
@@ -48,7 +54,7 @@ class GroupTable:
             if request.member_id:
                 return Step(JoinResult(errors.UNKNOWN_MEMBER_ID, member_id=request.member_id))
             group = self._new_group(group_id)
-        return group.join(request, now_ms)
+        return self._settled(group, group.join(request, now_ms))
 
     def sync(self, group_id: str, member_id: str, generation: int, assignments: Mapping[str, bytes],
              now_ms: int) -> Step:
@@ -73,7 +79,7 @@ class GroupTable:
         group = self.groups.get(group_id)
         if group is None:
             return Step(errors.UNKNOWN_MEMBER_ID)
-        return group.leave(member_id, now_ms)
+        return self._settled(group, group.leave(member_id, now_ms))
 
     def check_commit(self, group_id: str, member_id: str, generation: int, now_ms: int) -> int:
         if not valid_group_id(group_id):
@@ -83,11 +89,17 @@ class GroupTable:
             if generation >= 0:  # a member of a generation this coordinator never made
                 return errors.ILLEGAL_GENERATION
             group = self._new_group(group_id)
-        return group.check_commit(member_id, generation, now_ms)
+        return self._settled(group, group.check_commit(member_id, generation, now_ms))
+
+    def _settled(self, group: Group, result):
+        """``result``, after letting ``group`` go if it is Empty."""
+        if group.state == EMPTY and self.groups.get(group.group_id) is group:
+            del self.groups[group.group_id]
+        return result
 
     def tick(self, group_id: str, now_ms: int) -> Answers:
         group = self.groups.get(group_id)
-        return NO_ANSWERS if group is None else group.tick(now_ms)
+        return NO_ANSWERS if group is None else self._settled(group, group.tick(now_ms))
 
     def next_deadline_ms(self, group_id: str) -> int | None:
         group = self.groups.get(group_id)
@@ -107,7 +119,7 @@ class GroupTable:
                                 group.protocol if stable else "", members)
 
     def listing(self) -> dict[str, str]:
-        """``{group id: protocol type}`` of every group held (Empty ones too)."""
+        """``{group id: protocol type}`` of every group held."""
         return {group_id: group.protocol_type for group_id, group in self.groups.items()}
 
     def clear(self) -> dict[str, Answers]:

@@ -15,7 +15,8 @@ import logging
 from collections.abc import Callable
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
+from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import KazooState
 from twisted.internet.defer import Deferred
 from twisted.internet.threads import deferToThreadPool
@@ -23,9 +24,13 @@ from twisted.python.failure import Failure
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ZooKeeper", "BadVersionError", "NodeExistsError", "NoNodeError", "CONNECTED", "SUSPENDED", "LOST"]
+__all__ = ["ZooKeeper", "BadVersionError", "NodeExistsError", "NoNodeError", "CONNECTED", "SUSPENDED", "LOST",
+           "UNAVAILABLE_ERRORS"]
 
 CONNECTED, SUSPENDED, LOST = KazooState.CONNECTED, KazooState.SUSPENDED, KazooState.LOST
+# What an operation fails with when ZooKeeper does not answer or refuses it (a closed
+# session, a lost connection, a timeout), for callers that answer "try again later".
+UNAVAILABLE_ERRORS = (KazooException, KazooTimeoutError)
 
 
 class ZooKeeper:

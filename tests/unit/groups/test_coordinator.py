@@ -149,3 +149,21 @@ def test_an_unreadable_offsets_file_is_refused_not_overwritten(tmp_path):
     with pytest.raises(ValueError, match="not a group offsets file"):
         FileOffsets(str(tmp_path))
     assert (tmp_path / "group-offsets").read_text() == "{not json"
+
+
+def test_partition_names_may_be_read_first_for_offsets_of_every_topic(tmp_path):
+    from twisted.internet.defer import Deferred
+    reads = {}
+
+    def names_after_a_read(topic):  # as a listener that must read a 0.7 topic's layout first
+        reads[topic] = Deferred()
+        return reads[topic]
+
+    c = GroupCoordinator(clock=task.Clock(), offsets=FileOffsets(str(tmp_path)), partition_names=names_after_a_read)
+    committing = results(c.commit_offsets("g", "", -1, [OffsetCommit("t", 1, 42)]))
+    reads["t"].callback(NAMES["t"])
+    assert committing == [{("t", 1): errors.NONE}]
+    fetching = results(c.fetch_offsets("g", None))
+    assert fetching == []
+    reads["t"].callback(NAMES["t"])
+    assert fetching[0].offsets == {("t", 1): FetchedOffset(42)}

@@ -238,13 +238,20 @@ def test_a_stale_generation_is_illegal_for_sync_heartbeat_and_commit():
     assert t.heartbeat("g", b, 2, 5) == errors.NONE
 
 
-def test_during_completing_rebalance_heartbeats_and_commits_get_rebalance_in_progress():
-    t = table()
+def completing_trio(t):
+    """a, b and a new member c at generation 3, waiting for the leader a's SyncGroup; returns
+    the answers to the joins."""
     a, b = stable_pair(t)
     joined(t, now=10, client="c")
     t.join("g", req(member_id=a, client="a"), 11)
-    t.join("g", req(member_id=b, client="b"), 12)
+    answers = t.join("g", req(member_id=b, client="b"), 12).answers.joins
     assert t.groups["g"].state == COMPLETING_REBALANCE
+    return a, b, answers
+
+
+def test_during_completing_rebalance_heartbeats_and_commits_get_rebalance_in_progress():
+    t = table()
+    a, b, _ = completing_trio(t)
     assert t.heartbeat("g", b, 3, 13) == errors.REBALANCE_IN_PROGRESS
     assert t.check_commit("g", b, 3, 13) == errors.REBALANCE_IN_PROGRESS
 
@@ -259,10 +266,7 @@ def test_during_preparing_rebalance_syncs_wait_for_no_one_and_commits_of_the_cur
 
 def test_a_repeated_join_while_completing_gets_the_current_generation_again():
     t = table()
-    a, b = stable_pair(t)
-    joined(t, now=10, client="c")
-    t.join("g", req(member_id=a, client="a"), 11)
-    first = t.join("g", req(member_id=b, client="b"), 12).answers.joins
+    a, b, first = completing_trio(t)
     again = t.join("g", req(member_id=a, client="a"), 13)
     assert again.reply == first[a]  # the leader's answer, with every member's metadata
 
@@ -295,24 +299,37 @@ def test_a_follower_rejoining_with_changed_metadata_rebalances():
     assert t.groups["g"].state == PREPARING_REBALANCE
 
 
-def test_the_last_member_leaving_empties_the_group_and_a_generation_minus_one_commit_is_then_allowed():
+def test_the_last_member_leaving_lets_the_group_go_and_a_generation_minus_one_commit_is_then_allowed():
     t = table()
     a, b = stable_pair(t)
     assert t.leave("g", b, 10).reply == errors.NONE
-    assert t.leave("g", a, 11).reply == errors.NONE
     group = t.groups["g"]
+    assert t.leave("g", a, 11).reply == errors.NONE
     assert group.state == EMPTY and group.generation == 3 and group.leader_id == ""
+    assert "g" not in t.groups  # its offsets are in the store, which lists it from now on
     assert t.check_commit("g", "", -1, 12) == errors.NONE
-    assert t.check_commit("g", a, 3, 12) == errors.UNKNOWN_MEMBER_ID
-    assert t.listing() == {"g": "consumer"}  # kept, with its offsets
+    assert t.check_commit("g", a, 3, 12) == errors.ILLEGAL_GENERATION  # the client rejoins
+    assert not t.groups
 
 
-def test_a_commit_to_a_group_never_seen_creates_it_empty_for_generation_minus_one_only():
+def test_a_commit_to_a_group_not_held_is_allowed_for_generation_minus_one_only():
     t = table()
-    assert t.check_commit("g", "m", 3, 0) == errors.ILLEGAL_GENERATION and not t.groups
+    assert t.check_commit("g", "m", 3, 0) == errors.ILLEGAL_GENERATION
     assert t.check_commit("g", "", -1, 0) == errors.NONE
-    assert t.groups["g"].state == EMPTY
-    assert t.check_commit("g", "", -1, 1) == errors.NONE
+    assert not t.groups
+
+
+def test_a_refused_first_join_leaves_nothing_held():
+    t = table()
+    for i in range(100):
+        assert t.join(f"g{i}", req(ptype=""), 0).reply.error == errors.INCONSISTENT_GROUP_PROTOCOL
+    assert not t.groups
+
+
+def test_a_commit_without_generation_to_a_group_with_members_is_from_an_unknown_member():
+    t = table()
+    stable_pair(t)
+    assert t.check_commit("g", "", -1, 5) == errors.UNKNOWN_MEMBER_ID
 
 
 def test_a_commit_by_a_member_renews_its_session():
