@@ -22,3 +22,17 @@ def admin(port: int):
     from kafka import KafkaAdminClient
 
     return KafkaAdminClient(bootstrap_servers=f"127.0.0.1:{port}", request_timeout_ms=10000)
+
+
+def raw_request(port: int, api_key: int, version: int, body: dict) -> dict:
+    """One request on a new connection, with this project's codec; the response body."""
+    import socket
+    import struct
+
+    from twisted_broker.kafka_wire.protocol import decode_response, encode_request
+
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(encode_request(api_key, version, 1, "test", body))
+        reader = sock.makefile("rb")
+        (size,) = struct.unpack(">i", reader.read(4))
+        return decode_response(api_key, version, reader.read(size))[1]

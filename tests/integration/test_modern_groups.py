@@ -57,6 +57,6 @@ def test_two_members_split_partitions_and_a_later_one_resumes_after_their_commit
     assert sorted(values) == [b"after %d" % i for i in range(4)]
     admin = KafkaAdminClient(bootstrap_servers=f"127.0.0.1:{port}")
     try:
-        assert {"group_id": "g", "protocol_type": "consumer"} in admin.list_groups()
+        assert "g" in [group["group_id"] for group in admin.list_groups()]
     finally:
         admin.close()

@@ -110,3 +110,27 @@ def test_over_tls_records_go_through_the_chunked_path(broker_factory, certificat
         consumer.close()
     assert [(r.offset, r.value[-2:]) for r in records] == [(o, b"x%d" % i if i < 10 else b"%d" % i)
                                                            for i, o in enumerate(offsets)]
+
+
+def test_an_idempotent_producer_gets_an_id_and_a_retried_batch_is_stored_once(broker_factory):
+    from tests.integration.modern_listener import raw_request
+    from twisted_broker.kafka_wire.api_keys import INIT_PRODUCER_ID, PRODUCE
+    from twisted_broker.kafka_wire.record_batch import build_batch
+
+    broker, port = start_with_listener(broker_factory)
+    produce_payloads(broker, "idem", 0, [b"0.7 first"])
+    ids = [raw_request(port, INIT_PRODUCER_ID, 0, {"transactional_id": None, "transaction_timeout_ms": 60000})
+           for _ in range(2)]
+    assert [i["error_code"] for i in ids] == [0, 0] and ids[0]["producer_id"] != ids[1]["producer_id"]
+    producer_id = ids[0]["producer_id"]
+
+    def send(sequence: int, value: bytes) -> dict:
+        batch = build_batch([(T0, None, value)], producer_id=producer_id, producer_epoch=0, base_sequence=sequence)
+        answer = raw_request(port, PRODUCE, 3, {"acks": -1, "timeout_ms": 5000, "topics": [
+            {"name": "idem", "partitions": [{"partition_index": 0, "records": batch}]}]})
+        return answer["responses"][0]["partitions"][0]
+    first = send(0, b"a")
+    assert send(0, b"a") == first  # the retry: acknowledged with the same offset
+    assert send(5, b"gap")["error_code"] == 45  # out of order
+    assert send(1, b"b")["error_code"] == 0
+    assert [r.value for r in consume(port, "idem", 0, 3)] == [b"0.7 first", b"a", b"b"]

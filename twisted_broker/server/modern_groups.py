@@ -4,8 +4,8 @@ wire's fields to and from the group coordinator (groups/coordinator.py).
 The coordinator of every group is the controller broker (with ZooKeeper; this broker
 without): FindCoordinator names it, and the coordinator answers group requests on any other
 broker with NOT_COORDINATOR (16), so a client that asked before a controller change finds
-the new one. Committed offsets name partitions as 0.7's group consumers do, so the names
-of a topic's partitions are read (``ClusterView.topic``) before its offsets are committed.
+the new one. Committed offsets name partitions as 0.7's group consumers do
+(``ClusterView.partition_names``).
 """
 
 from __future__ import annotations
@@ -86,8 +86,6 @@ class GroupRequests:
     @inlineCallbacks
     def offset_commit(self, request: Request):
         body = request.body
-        for topic in body["topics"]:
-            yield self.view.topic(topic["name"])  # its partitions' names, read now
         results = yield self.coordinator.commit_offsets(
             body["group_id"], body["member_id"], body["generation_id"],
             [OffsetCommit(topic["name"], p["partition_index"], p["committed_offset"], p["committed_metadata"] or "")
@@ -104,8 +102,6 @@ class GroupRequests:
         asked = None
         if body["topics"] is not None:
             asked = [(topic["name"], p) for topic in body["topics"] for p in topic["partition_indexes"]]
-            for topic in body["topics"]:
-                yield self.view.topic(topic["name"])
         result = yield self.coordinator.fetch_offsets(body["group_id"], asked)
         rows = result.offsets
         if result.error:  # each partition asked carries it too (v1 has no top-level error)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from twisted_broker.config import BrokerConfig
 from twisted_broker.groups.coordinator import GroupCoordinator
 from twisted_broker.groups.offset_store import FileOffsets, ZooKeeperOffsets
+from twisted_broker.idempotence.producer_ids import FileProducerIds, ZooKeeperProducerIds
 from twisted_broker.kafka_wire import api_keys
 from twisted_broker.server.modern_broker import ModernBroker
 from twisted_broker.server.modern_fetch import FetchRequests
@@ -32,8 +33,10 @@ def modern_broker(config: BrokerConfig, logs: LogManager, stats: BrokerStats, *,
                            default_replication_factor=config.default_replication_factor,
                            auto_create=config.auto_create_topics_enable, clock=clock)
     partitions = PartitionFinder(view, replication)
+    producer_ids = (ZooKeeperProducerIds(zk, config.brokerid) if zk is not None
+                    else FileProducerIds(config.log_dir, config.brokerid))
     produce = ProduceRequests(partitions, stats, max_batch_bytes=config.kafka_max_batch_bytes,
-                              now_ms=lambda: int(clock.seconds() * 1000))
+                              now_ms=lambda: int(clock.seconds() * 1000), producer_ids=producer_ids)
     fetch = FetchRequests(partitions, stats, clock=clock)
     if zk is not None:
         offsets = ZooKeeperOffsets(zk)
@@ -44,6 +47,7 @@ def modern_broker(config: BrokerConfig, logs: LogManager, stats: BrokerStats, *,
     groups = GroupRequests(topics, coordinator)
     return ModernBroker(stats, {
         api_keys.PRODUCE: produce.produce,
+        api_keys.INIT_PRODUCER_ID: produce.init_producer_id,
         api_keys.FETCH: fetch.fetch,
         api_keys.LIST_OFFSETS: fetch.list_offsets,
         api_keys.METADATA: topics.metadata,

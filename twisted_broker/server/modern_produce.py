@@ -31,7 +31,8 @@ from twisted_broker.kafka_wire.record_compression import UnsupportedCompression
 from twisted_broker.replication.errors import RequestTimedOut
 from twisted_broker.server.modern_partitions import PartitionError, PartitionFinder, Target
 from twisted_broker.server.stats import BrokerStats
-from twisted_broker.storage.modern_reads import append_batch
+from twisted_broker.idempotence.producer_state import ProducerStates
+from twisted_broker.storage.modern_reads import append_batch, iter_batch_headers
 
 log = logging.getLogger(__name__)
 
@@ -48,13 +49,24 @@ class ProduceRequests:
     """The Produce handler; ``now_ms()`` stamps records of magic 0 sets, which have no time."""
 
     def __init__(self, partitions: PartitionFinder, stats: BrokerStats, *, max_batch_bytes: int, now_ms,
-                 idempotence=None) -> None:
+                 producer_ids) -> None:
         self.partitions = partitions
         self.stats = stats
         self.max_batch_bytes = max_batch_bytes
         self.now_ms = now_ms
-        # groups' idempotence table per partition (step 3), or None: sequences are not checked.
-        self.idempotence = idempotence
+        self.producer_ids = producer_ids  # idempotence/producer_ids.py: ZooKeeper's or log.dir's
+        self.producers = ProducerStates()
+        self._epochs: dict[tuple[str, int], int] = {}  # the leader epoch each table was built in
+
+    def init_producer_id(self, request: Request):
+        """A new producer id at epoch 0. A transactional id asks for transactions, which this
+        broker does not have: error 35, as docs/kafka-protocol.md says."""
+        if request.body["transactional_id"] is not None:
+            return {"throttle_time_ms": 0, "error_code": kafka_errors.UNSUPPORTED_VERSION, "producer_id": -1,
+                    "producer_epoch": -1}
+        return self.producer_ids.init_producer_id().addCallback(lambda result: {
+            "throttle_time_ms": 0, "error_code": result.error, "producer_id": result.producer_id,
+            "producer_epoch": result.producer_epoch})
 
     @inlineCallbacks
     def produce(self, request: Request):
@@ -143,16 +155,29 @@ class ProduceRequests:
     # -- appending -------------------------------------------------------------------------
 
     def _append(self, target: Target, batches) -> int:
-        """Stamp, store and append each batch; returns the first one's base offset."""
+        """Stamp, store and append each batch; returns the first one's base offset. A retried
+        batch of an idempotent producer is acknowledged with its stored offset, not stored
+        again; one out of sequence raises BadRecords with its error (45, 47, 59)."""
         log_ = target.log
         first = None
         count = size = 0
-        for batch, _header, values in batches:
+        for batch, header, values in batches:
+            producers = self._producers(target) if header.producer_id >= 0 else None
+            if producers is not None:
+                verdict = producers.check(header.producer_id, header.producer_epoch, header.base_sequence,
+                                          header.last_sequence)
+                if verdict.error:
+                    raise BadRecords(verdict.error, f"producer {header.producer_id}: {verdict.outcome}")
+                if verdict.base_offset >= 0:  # a duplicate
+                    first = verdict.base_offset if first is None else first
+                    continue
             base = append_batch(log_, batch, values, target.leader_epoch)
+            if producers is not None:
+                producers.record_header(header, base)
             first = base if first is None else first
             count += len(values)
             size += len(batch)
-        if target.replica is not None:
+        if target.replica is not None and count:
             self.partitions.replication.manager.appended(target.replica)
         topic = target.replica.topic if target.replica is not None else log_.topic
         for stats in (self.stats.topic(topic), self.stats.all_topics):
@@ -160,3 +185,13 @@ class ProduceRequests:
             stats.bytes_in += size
         self.stats.appended(topic, log_.partition, count)
         return first
+
+    def _producers(self, target: Target):
+        """The idempotent producers' table of the partition: built from its stored batches the
+        first time, and again in each new leader term (a follower's log may have changed)."""
+        log_ = target.log
+        key = (log_.topic, log_.partition)
+        if self._epochs.get(key, target.leader_epoch) != target.leader_epoch:
+            self.producers.forget(key)
+        self._epochs[key] = target.leader_epoch
+        return self.producers.table(key, lambda: iter_batch_headers(log_))

@@ -181,15 +181,16 @@ class ClusterView:
             pairs = yield self._read_pairs(topic)
         return locate_pair(pairs, partition, self.broker_id)
 
-    def partition_names(self, topic: str) -> dict[int, str] | None:
-        """{modern partition: its name in ZooKeeper's committed offsets} (``offsets_name``)
-        from what was last read; None for a topic not known here."""
+    def partition_names(self, topic: str):
+        """{modern partition: its name in ZooKeeper's committed offsets (D4: ``<broker>-<local
+        partition>`` for a 0.7 topic, the number for a replicated one)}; None for a topic
+        no broker has."""
         if self.cluster is not None and self.cluster.is_replicated(topic):
             return {p: str(p) for p in self.cluster.assignments[topic].replicas}
         pairs = self._pairs.get(topic)
-        if pairs is None:
-            return None
-        return {index: registry_paths.partition_name(*pair) for index, pair in enumerate(pairs)}
+        if pairs is None:  # not read yet: a Deferred, which the coordinator waits for
+            return self._read_pairs(topic).addCallback(_names)
+        return _names(pairs)
 
     def local_partition_now(self, topic: str, partition: int) -> int | None:
         """As ``local_partition`` from the pairs already read; None when it must read them."""
@@ -197,6 +198,10 @@ class ClusterView:
         if pairs is None or not 0 <= partition < len(pairs):
             return None
         return locate_pair(pairs, partition, self.broker_id)
+
+
+def _names(pairs) -> dict[int, str] | None:
+    return {index: registry_paths.partition_name(*pair) for index, pair in enumerate(pairs)} if pairs else None
 
 
 def is_valid_topic_name(name: str) -> bool:
