@@ -10,9 +10,16 @@ storage/modern_reads.py), so 0.7 consumers read its values.
 Acknowledgement: acks=0 gets no answer; acks=1 once appended; acks=-1 (all) once every
 in-sync replica has the batch (a replicated topic's high watermark passes it, refused up
 front with 19 while the ISR is below ``min.insync.replicas``), or error 7 at the request's
-timeout. A 0.7 topic has one copy: appended is all. Errors per partition
-(docs/kafka-protocol.md §5): 2 corrupt batch, 3 unknown topic or partition, 6 not the
-leader, 10 batch too large, 19 too few in-sync replicas, 21 bad acks, 56 disk error.
+timeout. A 0.7 topic has one copy: appended is all.
+
+Idempotent producers (MODERN.md D4): InitProducerId hands out ids (idempotence/
+producer_ids.py); a batch with a producer id is checked against its partition's table
+(idempotence/producer_state.py) before it is appended: a retry of one of the last five is
+acknowledged with the offset it was stored at and not stored again.
+
+Errors per partition (docs/kafka-protocol.md §5): 2 corrupt batch, 3 unknown topic or
+partition, 6 not the leader, 10 batch too large, 19 too few in-sync replicas, 21 bad acks,
+45 out-of-order sequence, 47 fenced producer epoch, 56 disk error, 59 unknown producer.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import logging
 
 from twisted.internet.defer import DeferredList, inlineCallbacks
 
+from twisted_broker.idempotence.producer_state import ProducerStates
 from twisted_broker.kafka_wire import errors as kafka_errors
 from twisted_broker.kafka_wire.legacy_sets import LegacySetError, decode_legacy_set
 from twisted_broker.kafka_wire.protocol import Request
@@ -31,7 +39,6 @@ from twisted_broker.kafka_wire.record_compression import UnsupportedCompression
 from twisted_broker.replication.errors import RequestTimedOut
 from twisted_broker.server.modern_partitions import PartitionError, PartitionFinder, Target, partition_answers
 from twisted_broker.server.stats import BrokerStats
-from twisted_broker.idempotence.producer_state import ProducerStates
 from twisted_broker.storage.modern_reads import append_batch, earliest, iter_batch_headers
 
 log = logging.getLogger(__name__)
