@@ -1,6 +1,8 @@
 """Schemas of the consumer-group APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat,
 LeaveGroup, OffsetCommit, OffsetFetch, DescribeGroups, ListGroups (Kafka 2.1 layouts,
-non-flexible encodings).
+non-flexible encodings). Field names are Kafka's message specs' names in snake case, as in
+cluster_schemas.py, except OffsetCommit's ``generation_id`` (Kafka 2.1's name; later specs
+call it generation_id_or_member_epoch).
 
 Member metadata (JoinGroup) and assignments (SyncGroup) are opaque BYTES to the broker;
 consumer_protocol.py decodes the "consumer" protocol's for display.
@@ -16,6 +18,10 @@ from twisted_broker.kafka_wire.primitives import (
     BYTES, INT8_T, INT16_T, INT32_T, INT64_T, NULLABLE_STRING, STRING, Array, NullableArray,
 )
 from twisted_broker.kafka_wire.schema import Schema, in_array
+
+# FindCoordinator's key types.
+GROUP_KEY = 0
+TRANSACTION_KEY = 1  # refused: no transactions
 
 REQUESTS: dict[tuple[int, int], Schema] = {}
 RESPONSES: dict[tuple[int, int], Schema] = {}
@@ -35,7 +41,7 @@ def _throttled(schema: Schema) -> Schema:
     return schema.evolve(add=[_THROTTLE], before=schema.names[0])
 
 
-# -- FindCoordinator (10): key_type 0 = group (1 = transaction: refused, no transactions) ---
+# -- FindCoordinator (10) -------------------------------------------------------------------
 _FIND_REQUEST_V0 = Schema(("key", STRING))
 _FIND_REQUEST_V1 = _FIND_REQUEST_V0.evolve(add=[("key_type", INT8_T, 0)])
 _FIND_V0 = Schema(("error_code", INT16_T), ("node_id", INT32_T), ("host", STRING), ("port", INT32_T))

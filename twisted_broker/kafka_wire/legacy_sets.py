@@ -22,15 +22,12 @@ import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from twisted_broker.wire.compression import (
-    SNAPPY_JAVA_MAGIC, DecompressionError, _snappy_uncompressed_length, decompress,
-)
-from twisted_broker.wire.crc import crc32
+import lz4.block
 
-try:
-    import lz4.frame as lz4_frame
-except ModuleNotFoundError:  # an environment without the modern listener's extras
-    lz4_frame = None
+from twisted_broker.kafka_wire import record_compression
+from twisted_broker.kafka_wire.record_compression import GZIP, LZ4, SNAPPY
+from twisted_broker.wire.compression import DecompressionError
+from twisted_broker.wire.crc import crc32
 
 _PREFIX = struct.Struct(">qiIBB")  # offset, size, crc, magic, attributes
 _TIMESTAMP = struct.Struct(">q")
@@ -40,7 +37,6 @@ CODEC_MASK = 0x07
 TIMESTAMP_LOG_APPEND = 0x08
 MAX_DEPTH = 2  # a wrapper holds plain messages; Kafka itself never nests deeper
 DEFAULT_MAX_BYTES = 128 * 1024 * 1024
-_CODEC_GZIP, _CODEC_SNAPPY, _CODEC_LZ4 = 1, 2, 3
 
 
 class LegacySetError(ValueError):
@@ -127,44 +123,14 @@ def _read_bytes(view: memoryview, pos: int, stop: int, base: int) -> tuple[bytes
 
 
 def _inflate(codec: int, payload: bytes, magic: int, max_bytes: int, position: int) -> bytes:
+    if codec not in (GZIP, SNAPPY, LZ4):  # zstd came with magic 2 only
+        raise LegacySetError(position, f"unknown compression codec {codec}")
     try:
-        if codec == _CODEC_GZIP:
-            return decompress(_CODEC_GZIP, payload, max_bytes)
-        if codec == _CODEC_SNAPPY:
-            if payload.startswith(SNAPPY_JAVA_MAGIC):  # xerial framing: the Java client's
-                return decompress(_CODEC_SNAPPY, payload, max_bytes)
-            return _raw_snappy(payload, max_bytes)
-        if codec == _CODEC_LZ4:
-            return _lz4(payload, magic, max_bytes)
+        if codec == LZ4 and magic == 0:
+            return _lz4_frame_blocks(payload, max_bytes)
+        return record_compression.decompress(codec, payload, max_bytes)
     except DecompressionError as exc:
         raise LegacySetError(position, str(exc)) from None
-    raise LegacySetError(position, f"unknown compression codec {codec}")
-
-
-def _raw_snappy(payload: bytes, max_bytes: int) -> bytes:
-    import snappy
-    try:
-        # The block's length preamble, checked before the expansion is allocated.
-        if _snappy_uncompressed_length(memoryview(payload)) > max_bytes:
-            raise DecompressionError(f"snappy: expands past {max_bytes} bytes")
-        return snappy.uncompress(payload)
-    except snappy.UncompressError as exc:
-        raise DecompressionError(f"snappy: {exc}") from None
-
-
-def _lz4(payload: bytes, magic: int, max_bytes: int) -> bytes:
-    if lz4_frame is None:
-        raise DecompressionError("lz4: the lz4 module is not installed")
-    if magic == 0:
-        return _lz4_frame_blocks(payload, max_bytes)
-    try:
-        context = lz4_frame.create_decompression_context()
-        inner, _read, _eof = lz4_frame.decompress_chunk(context, payload, max_length=max_bytes + 1)
-    except RuntimeError as exc:
-        raise DecompressionError(f"lz4: {exc}") from None
-    if len(inner) > max_bytes:
-        raise DecompressionError(f"lz4: expands past {max_bytes} bytes")
-    return inner
 
 
 _LZ4_MAGIC = b"\x04\x22\x4d\x18"
@@ -174,7 +140,6 @@ _LZ4_BLOCK = struct.Struct("<I")
 def _lz4_frame_blocks(payload: bytes, max_bytes: int) -> bytes:
     """An LZ4 frame read block by block, its descriptor checksum ignored: Kafka before 0.10
     computed it over the magic number too (KAFKA-3160), so lz4's frame reader refuses it."""
-    import lz4.block
     if len(payload) < 7 or payload[:4] != _LZ4_MAGIC:
         raise DecompressionError("lz4: not an LZ4 frame")
     flags = payload[4]

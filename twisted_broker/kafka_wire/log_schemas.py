@@ -1,5 +1,6 @@
 """Schemas of the APIs that read and write partitions' logs: Produce, Fetch, ListOffsets
-(Kafka 2.1 layouts, non-flexible encodings).
+(Kafka 2.1 layouts, non-flexible encodings). Field names are Kafka's message specs' names in
+snake case, as in cluster_schemas.py.
 
 Record sets are ``RECORDS`` fields: a produced set decodes to a memoryview of the request
 frame (never copied or parsed here; record_batch.py reads it), and a fetched set is encoded
@@ -29,6 +30,12 @@ from twisted_broker.kafka_wire.primitives import (
 )
 from twisted_broker.kafka_wire.schema import Schema, in_array
 
+# ListOffsets' special timestamps, and Fetch/ListOffsets isolation levels.
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+READ_UNCOMMITTED = 0
+READ_COMMITTED = 1  # without transactions, the same records as READ_UNCOMMITTED
+
 REQUESTS: dict[tuple[int, int], Schema] = {}
 RESPONSES: dict[tuple[int, int], Schema] = {}
 
@@ -37,23 +44,24 @@ _PRODUCE_REQUEST = Schema(
     ("transactional_id", NULLABLE_STRING, None),
     ("acks", INT16_T),
     ("timeout_ms", INT32_T),
-    ("topics", Array(Schema(
+    ("topic_data", Array(Schema(
         ("name", STRING),
-        ("partitions", Array(Schema(("partition_index", INT32_T), ("records", RECORDS)))),
+        ("partition_data", Array(Schema(("index", INT32_T), ("records", RECORDS)))),
     ))),
 )
 _PRODUCE_PARTITION_V3 = Schema(
-    ("partition_index", INT32_T),
+    ("index", INT32_T),
     ("error_code", INT16_T),
     ("base_offset", INT64_T),
     ("log_append_time_ms", INT64_T, -1),  # -1: the batch keeps the producer's CreateTime
 )
 _PRODUCE_PARTITION_V5 = _PRODUCE_PARTITION_V3.evolve(add=[("log_start_offset", INT64_T, -1)])
 _PRODUCE_V3 = Schema(
-    ("responses", Array(Schema(("name", STRING), ("partitions", Array(_PRODUCE_PARTITION_V3))))),
+    ("responses", Array(Schema(("name", STRING), ("partition_responses", Array(_PRODUCE_PARTITION_V3))))),
     ("throttle_time_ms", INT32_T, 0),
 )
-_PRODUCE_V5 = _PRODUCE_V3.evolve(change={"responses": in_array({"partitions": Array(_PRODUCE_PARTITION_V5)})})
+_PRODUCE_V5 = _PRODUCE_V3.evolve(
+    change={"responses": in_array({"partition_responses": Array(_PRODUCE_PARTITION_V5)})})
 for _v in range(3, 8):
     REQUESTS[PRODUCE, _v] = _PRODUCE_REQUEST
     RESPONSES[PRODUCE, _v] = _PRODUCE_V3 if _v < 5 else _PRODUCE_V5
@@ -89,7 +97,7 @@ _FETCH_REQUEST_V9 = _fetch_request(_FETCH_PARTITION_V9).evolve(
 
 _ABORTED = ("aborted_transactions", NullableArray(Schema(("producer_id", INT64_T), ("first_offset", INT64_T))), None)
 _FETCH_RESPONSE_PARTITION_V4 = Schema(
-    ("partition", INT32_T),
+    ("partition_index", INT32_T),
     ("error_code", INT16_T),
     ("high_watermark", INT64_T),
     ("last_stable_offset", INT64_T),  # = the high watermark here: no transactions
@@ -116,8 +124,8 @@ for _v in range(4, 11):
     RESPONSES[FETCH, _v] = _FETCH_V4 if _v == 4 else _FETCH_V5 if _v < 7 else _FETCH_V7
 
 # -- ListOffsets (2) ------------------------------------------------------------------------
-# timestamp -1: the latest offset (the log end), -2: the earliest; else the first record at
-# or after that time (ms).
+# timestamp LATEST_TIMESTAMP: the log end, EARLIEST_TIMESTAMP: the log start; else the
+# first record at or after that time (ms).
 _LIST_OFFSETS_PARTITION_V1 = Schema(("partition_index", INT32_T), ("timestamp", INT64_T))
 _LIST_OFFSETS_PARTITION_V4 = _LIST_OFFSETS_PARTITION_V1.evolve(
     add=[("current_leader_epoch", INT32_T, -1)], before="timestamp")

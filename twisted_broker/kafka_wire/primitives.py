@@ -168,6 +168,23 @@ def _read_length(fmt: struct.Struct, buf: Buffer, pos: int, nullable: bool) -> t
     return length, pos + size
 
 
+def _read_sized(fmt: struct.Struct, buf: Buffer, pos: int, nullable: bool) -> tuple[int, int]:
+    """A length-prefixed field's ``(start, end)``, or ``(-1, end)`` for null."""
+    length, start = _read_length(fmt, buf, pos, nullable)
+    if length < 0:
+        return -1, start
+    end = start + length
+    if end > len(buf):
+        raise Truncated(pos, fmt.size + length, len(buf) - pos)
+    return start, end
+
+
+def _write_null(ftype: Any, fmt: struct.Struct, out: bytearray) -> None:
+    if not ftype.nullable:
+        raise ValueError(f"null in a non-nullable {ftype!r}")
+    out += fmt.pack(-1)
+
+
 class StringType:
     """An int16 byte count then UTF-8 bytes; null (-1) only if ``nullable``."""
 
@@ -176,12 +193,9 @@ class StringType:
         self.name = "NULLABLE_STRING" if nullable else "STRING"
 
     def decode(self, buf: Buffer, pos: int) -> tuple[str | None, int]:
-        length, start = _read_length(INT16, buf, pos, self.nullable)
-        if length < 0:
-            return None, start
-        end = start + length
-        if end > len(buf):
-            raise Truncated(pos, 2 + length, len(buf) - pos)
+        start, end = _read_sized(INT16, buf, pos, self.nullable)
+        if start < 0:
+            return None, end
         try:
             return str(buf[start:end], "utf-8"), end
         except UnicodeDecodeError as exc:
@@ -189,9 +203,7 @@ class StringType:
 
     def encode(self, value: str | None, out: bytearray) -> None:
         if value is None:
-            if not self.nullable:
-                raise ValueError("null in a non-nullable string")
-            out += b"\xff\xff"
+            _write_null(self, INT16, out)
             return
         data = value.encode("utf-8")
         if len(data) > 0x7FFF:
@@ -213,21 +225,16 @@ class BytesType:
         self.name, self.nullable, self.view = name, nullable, view
 
     def decode(self, buf: Buffer, pos: int) -> tuple[bytes | memoryview | None, int]:
-        length, start = _read_length(INT32, buf, pos, self.nullable)
-        if length < 0:
-            return None, start
-        end = start + length
-        if end > len(buf):
-            raise Truncated(pos, 4 + length, len(buf) - pos)
+        start, end = _read_sized(INT32, buf, pos, self.nullable)
+        if start < 0:
+            return None, end
         if self.view:
             return memoryview(buf)[start:end], end
         return bytes(buf[start:end]), end
 
     def encode(self, value: Buffer | Gap | None, out: bytearray) -> None:
         if value is None:
-            if not self.nullable:
-                raise ValueError(f"null in a non-nullable {self.name}")
-            out += b"\xff\xff\xff\xff"
+            _write_null(self, INT32, out)
             return
         if type(value) is Gap:
             if not self.view or not isinstance(out, ChunkWriter):
@@ -264,9 +271,7 @@ class ArrayType:
 
     def encode(self, value: list | None, out: bytearray) -> None:
         if value is None:
-            if not self.nullable:
-                raise ValueError("null in a non-nullable array")
-            out += b"\xff\xff\xff\xff"
+            _write_null(self, INT32, out)
             return
         out += INT32.pack(len(value))
         encode = self.element.encode

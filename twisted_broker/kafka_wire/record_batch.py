@@ -185,31 +185,56 @@ def batch_values(batch: Buffer, header: BatchHeader | None = None,
     once, at produce). Raises CorruptBatch or UnsupportedCompression.
     """
     header = header or read_header(batch)
-    data = records_bytes(batch, header, max_bytes)
+    # bytes, not a view: indexing and slicing bytes is about twice as fast, worth one copy.
+    data = bytes(records_bytes(batch, header, max_bytes))
     values, pos, size = [], 0, len(data)
     append = values.append
     try:
+        # Unrolled by hand (this runs once per produced record): one- and two-byte varints
+        # are decoded inline, longer ones by decode_varint; the two deltas are skipped.
         for _ in range(header.records_count):
-            length, pos = decode_varint(data, pos)
-            end = pos + length
-            pos += 1
-            # Deltas: one byte each in the common case (small deltas), so skip varints by hand.
+            byte = data[pos]
+            if byte < 0x80:
+                pos += 1
+                end = pos + ((byte >> 1) ^ -(byte & 1))
+            elif data[pos + 1] < 0x80:  # records of 64 to 8191 bytes
+                raw = (byte & 0x7F) | (data[pos + 1] << 7)
+                pos += 2
+                end = pos + ((raw >> 1) ^ -(raw & 1))
+            else:
+                length, pos = decode_varint(data, pos)
+                end = pos + length
+            if end <= pos or end > size:
+                raise CorruptBatch(HEADER_SIZE, f"record at {pos} overruns the batch")
+            pos += 1  # attributes
             while data[pos] & 0x80:
                 pos += 1
             pos += 1
             while data[pos] & 0x80:
                 pos += 1
             pos += 1
-            key_length, pos = decode_varint(data, pos)
-            if key_length > 0:
-                pos += key_length
-            value_length, pos = decode_varint(data, pos)
+            byte = data[pos]
+            if byte < 0x80:
+                pos += 1 + (byte >> 1 if not byte & 1 else 0)  # a null (-1) key skips nothing
+            else:
+                key_length, pos = decode_varint(data, pos)
+                pos += max(key_length, 0)
+            byte = data[pos]
+            if byte < 0x80:
+                value_length = (byte >> 1) ^ -(byte & 1)
+                pos += 1
+            elif data[pos + 1] < 0x80:
+                raw = (byte & 0x7F) | (data[pos + 1] << 7)
+                value_length = (raw >> 1) ^ -(raw & 1)
+                pos += 2
+            else:
+                value_length, pos = decode_varint(data, pos)
             if value_length < 0:
                 append(None)
             else:
-                if pos + value_length > end or end > size:
+                if pos + value_length > end:
                     raise CorruptBatch(HEADER_SIZE, "record value overruns its record")
-                append(bytes(data[pos:pos + value_length]))
+                append(data[pos:pos + value_length])
             pos = end
     except (Truncated, Malformed, IndexError) as exc:
         raise CorruptBatch(HEADER_SIZE, f"records: {exc}") from None

@@ -6,7 +6,7 @@ The codec is the low 3 bits of a batch's attributes. What each client sends:
   then int32-length-prefixed raw blocks), librdkafka sends one raw Snappy block; both are
   read, told apart by the framing's 8-byte magic (a raw block cannot start with it: its
   first byte would declare an uncompressed length past 2^32);
-- lz4: the LZ4 frame format (magic 2 fixed the header checksum that magic 0/1 got wrong);
+- lz4: one LZ4 frame (magic 2 fixed the header checksum that magic 0/1 got wrong);
 - zstd: one or more zstd frames.
 
 Every decompression stops at ``max_bytes`` so a small hostile batch cannot expand into
@@ -89,21 +89,20 @@ def _raw_snappy(data: bytes | memoryview, max_bytes: int) -> bytes:
 
 
 def _lz4(data: bytes | memoryview, max_bytes: int) -> bytes:
-    out, total, remaining = [], 0, bytes(data)
-    while remaining:  # concatenated frames, as a streaming writer may emit
-        unpacker = lz4.frame.LZ4FrameDecompressor()
-        try:
-            chunk = unpacker.decompress(remaining, max_length=max_bytes - total + 1)
-        except RuntimeError as exc:  # lz4's error type for malformed frames
-            raise DecompressionError(f"lz4: {exc}") from None
-        total += len(chunk)
-        if total > max_bytes:
-            raise DecompressionError(f"lz4: expands past {max_bytes} bytes")
-        if not unpacker.eof:
-            raise DecompressionError("lz4: frame is truncated")
-        out.append(chunk)
-        remaining = unpacker.unused_data
-    return b"".join(out)
+    # One frame, as Java's KafkaLZ4BlockOutputStream, librdkafka and kafka-python write it
+    # (and the only one Java's reader looks at): bytes after it are damage, not more records.
+    unpacker = lz4.frame.LZ4FrameDecompressor()
+    try:
+        records = unpacker.decompress(bytes(data), max_length=max_bytes + 1)
+    except RuntimeError as exc:  # lz4's error type for malformed frames
+        raise DecompressionError(f"lz4: {exc}") from None
+    if len(records) > max_bytes:
+        raise DecompressionError(f"lz4: expands past {max_bytes} bytes")
+    if not unpacker.eof:
+        raise DecompressionError("lz4: frame is truncated")
+    if unpacker.unused_data:
+        raise DecompressionError(f"lz4: {len(unpacker.unused_data)} bytes after the frame")
+    return records
 
 
 def _zstd(data: bytes | memoryview, max_bytes: int) -> bytes:

@@ -36,6 +36,11 @@ from twisted_broker.wire.crc import crc32
 from twisted_broker.wire.message import ENTRY_HEADER_1, MAGIC_1
 from twisted_broker.wire.message_set import encode_message_set
 
+try:  # zlib-ng deflates 2-3x faster at level 1 (installed with the package; see wire/crc.py)
+    from zlib_ng import zlib_ng as deflate_library
+except ModuleNotFoundError:
+    deflate_library = zlib
+
 MEMBER_HEADER = b"\x1f\x8b\x08\x04\x00\x00\x00\x00\x00\xff"  # ID1 ID2 CM FLG MTIME(4) XFL OS
 SUBFIELD_ID = b"TB"
 _EXTRA = struct.Struct("<H2sH")  # XLEN, subfield id, LEN
@@ -72,7 +77,7 @@ def encode_stored_entry(batch: bytes | bytearray | memoryview, values: Sequence[
                   view[start:start + MAX_PIECE_BYTES], _EMPTY_MEMBER_TAIL)
     last = view[(len(view) - 1) // MAX_PIECE_BYTES * MAX_PIECE_BYTES:]
     message_set = encode_message_set([b"" if value is None else value for value in values])
-    packer = zlib.compressobj(VALUES_LEVEL, zlib.DEFLATED, -15)
+    packer = deflate_library.compressobj(VALUES_LEVEL, zlib.DEFLATED, -15)
     deflated = packer.compress(message_set) + packer.flush()
     parts += (MEMBER_HEADER, _EXTRA.pack(len(last) + 4, SUBFIELD_ID, len(last)), last, deflated,
               _TRAILER.pack(crc32(message_set), len(message_set) & 0xFFFFFFFF))

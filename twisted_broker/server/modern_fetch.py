@@ -25,7 +25,7 @@ from twisted_broker.kafka_wire.protocol import Request
 from twisted_broker.kafka_wire.record_batch import decode_batch
 from twisted_broker.server.held_fetch import HeldFetch
 from twisted_broker.server.modern_broker import WithRecords
-from twisted_broker.server.modern_partitions import PartitionError, PartitionFinder
+from twisted_broker.server.modern_partitions import PartitionError, PartitionFinder, partition_answers
 from twisted_broker.server.stats import BrokerStats
 from twisted_broker.storage import modern_reads
 from twisted_broker.storage.segment import FileRegion
@@ -121,21 +121,16 @@ class FetchRequests:
 
     @inlineCallbacks
     def list_offsets(self, request: Request):
-        topics = []
-        for topic in request.body["topics"]:
-            partitions = []
-            topics.append({"name": topic["name"], "partitions": partitions})
-            for part in topic["partitions"]:
-                answer = {"partition_index": part["partition_index"], "error_code": kafka_errors.NONE,
-                          "timestamp": -1, "offset": -1, "leader_epoch": -1}
-                partitions.append(answer)
-                try:
-                    target = yield self.partitions.for_read(topic["name"], part["partition_index"])
-                except PartitionError as exc:
-                    answer["error_code"] = exc.code
-                    continue
-                answer["leader_epoch"] = target.leader_epoch
-                answer["offset"], answer["timestamp"] = self._offset(target.log, part["timestamp"])
+        topics: list[dict] = []
+        unknown = {"timestamp": -1, "offset": -1, "leader_epoch": -1}
+        for topic, part, answer in partition_answers(request.body["topics"], topics, unknown):
+            try:
+                target = yield self.partitions.for_read(topic["name"], part["partition_index"])
+            except PartitionError as exc:
+                answer["error_code"] = exc.code
+                continue
+            answer["leader_epoch"] = target.leader_epoch
+            answer["offset"], answer["timestamp"] = self._offset(target.log, part["timestamp"])
         return {"throttle_time_ms": 0, "topics": topics}
 
     @staticmethod

@@ -97,3 +97,17 @@ class PartitionFinder:
         if local < 0:
             raise PartitionError(-local, f"partition {partition} of {topic!r}")
         return local
+
+
+def partition_answers(topics: list, answers: list, defaults: dict):
+    """Yield ``(topic, part, answer)`` for each partition a request asks for (``topics``: dicts
+    with "name" and "partitions"), appending to ``answers`` the ``[{"name", "partitions":
+    [answer, ...]}]`` that Produce and ListOffsets responses carry; each answer starts as
+    ``{"partition_index", "error_code": 0, **defaults}`` for the caller to fill in."""
+    for topic in topics:
+        partitions: list[dict] = []
+        answers.append({"name": topic["name"], "partitions": partitions})
+        for part in topic["partitions"]:
+            answer = {"partition_index": part["partition_index"], "error_code": kafka_errors.NONE, **defaults}
+            partitions.append(answer)
+            yield topic, part, answer

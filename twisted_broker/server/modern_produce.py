@@ -10,9 +10,16 @@ storage/modern_reads.py), so 0.7 consumers read its values.
 Acknowledgement: acks=0 gets no answer; acks=1 once appended; acks=-1 (all) once every
 in-sync replica has the batch (a replicated topic's high watermark passes it, refused up
 front with 19 while the ISR is below ``min.insync.replicas``), or error 7 at the request's
-timeout. A 0.7 topic has one copy: appended is all. Errors per partition
-(docs/kafka-protocol.md §5): 2 corrupt batch, 3 unknown topic or partition, 6 not the
-leader, 10 batch too large, 19 too few in-sync replicas, 21 bad acks, 56 disk error.
+timeout. A 0.7 topic has one copy: appended is all.
+
+Idempotent producers (MODERN.md D4): InitProducerId hands out ids (idempotence/
+producer_ids.py); a batch with a producer id is checked against its partition's table
+(idempotence/producer_state.py) before it is appended: a retry of one of the last five is
+acknowledged with the offset it was stored at and not stored again.
+
+Errors per partition (docs/kafka-protocol.md §5): 2 corrupt batch, 3 unknown topic or
+partition, 6 not the leader, 10 batch too large, 19 too few in-sync replicas, 21 bad acks,
+45 out-of-order sequence, 47 fenced producer epoch, 56 disk error, 59 unknown producer.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import logging
 
 from twisted.internet.defer import DeferredList, inlineCallbacks
 
+from twisted_broker.idempotence.producer_state import ProducerStates
 from twisted_broker.kafka_wire import errors as kafka_errors
 from twisted_broker.kafka_wire.legacy_sets import LegacySetError, decode_legacy_set
 from twisted_broker.kafka_wire.protocol import Request
@@ -29,14 +37,14 @@ from twisted_broker.kafka_wire.record_batch import (
 )
 from twisted_broker.kafka_wire.record_compression import UnsupportedCompression
 from twisted_broker.replication.errors import RequestTimedOut
-from twisted_broker.server.modern_partitions import PartitionError, PartitionFinder, Target
+from twisted_broker.server.modern_partitions import PartitionError, PartitionFinder, Target, partition_answers
 from twisted_broker.server.stats import BrokerStats
-from twisted_broker.idempotence.producer_state import ProducerStates
-from twisted_broker.storage.modern_reads import append_batch, iter_batch_headers
+from twisted_broker.storage.modern_reads import append_batch, earliest, iter_batch_headers
 
 log = logging.getLogger(__name__)
 
 ACKS = (0, 1, -1)
+PRODUCED = {"base_offset": -1, "log_append_time_ms": -1, "log_start_offset": -1}  # until appended
 
 
 class BadRecords(Exception):
@@ -73,38 +81,32 @@ class ProduceRequests:
         body = request.body
         acks, timeout_ms = body["acks"], body["timeout_ms"]
         answers, waits = [], []
-        for topic in body["topics"]:
-            partitions = []
-            answers.append({"name": topic["name"], "partitions": partitions})
-            for part in topic["partitions"]:
-                answer = {"partition_index": part["partition_index"], "error_code": kafka_errors.NONE,
-                          "base_offset": -1, "log_append_time_ms": -1, "log_start_offset": -1}
-                partitions.append(answer)
-                if acks not in ACKS:
-                    answer["error_code"] = kafka_errors.INVALID_REQUIRED_ACKS
-                    continue
-                if body.get("transactional_id") is not None:
-                    answer["error_code"] = kafka_errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-                    continue
-                try:
-                    target = yield self.partitions.for_write(topic["name"], part["partition_index"], acks)
-                    batches = self._batches(part["records"])
-                    answer["base_offset"] = self._append(target, batches)
-                    answer["log_start_offset"] = target.log.first_offset
-                except (PartitionError, BadRecords) as exc:
-                    answer["error_code"] = exc.code
-                    if isinstance(exc, BadRecords):
-                        log.warning("refused produce to %s-%d from %s: %s", topic["name"], part["partition_index"],
-                                    request.client_id, exc)
-                    continue
-                except OSError as exc:
-                    log.error("append to %s-%d failed: %s", topic["name"], part["partition_index"], exc)
-                    answer["error_code"] = kafka_errors.KAFKA_STORAGE_ERROR
-                    continue
-                if acks == -1 and target.replica is not None:
-                    manager = self.partitions.replication.manager
-                    waits.append((answer, manager.wait_for_commit(target.replica, target.replica.log.written_end,
-                                                                  timeout_ms)))
+        for topic, part, answer in partition_answers(body["topics"], answers, PRODUCED):
+            if acks not in ACKS:
+                answer["error_code"] = kafka_errors.INVALID_REQUIRED_ACKS
+                continue
+            if body.get("transactional_id") is not None:
+                answer["error_code"] = kafka_errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+                continue
+            try:
+                target = yield self.partitions.for_write(topic["name"], part["partition_index"], acks)
+                batches = self._batches(part["records"])
+                answer["base_offset"] = self._append(target, batches)
+                answer["log_start_offset"] = earliest(target.log)
+            except (PartitionError, BadRecords) as exc:
+                answer["error_code"] = exc.code
+                if isinstance(exc, BadRecords):
+                    log.warning("refused produce to %s-%d from %s: %s", topic["name"], part["partition_index"],
+                                request.client_id, exc)
+                continue
+            except OSError as exc:
+                log.error("append to %s-%d failed: %s", topic["name"], part["partition_index"], exc)
+                answer["error_code"] = kafka_errors.KAFKA_STORAGE_ERROR
+                continue
+            if acks == -1 and target.replica is not None:
+                manager = self.partitions.replication.manager
+                waits.append((answer, manager.wait_for_commit(target.replica, target.replica.log.written_end,
+                                                              timeout_ms)))
         if waits:
             results = yield DeferredList([waiting for _, waiting in waits], consumeErrors=True)
             for (answer, _), (ok, value) in zip(waits, results):

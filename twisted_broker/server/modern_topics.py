@@ -28,7 +28,7 @@ from twisted.internet.defer import inlineCallbacks
 from twisted_broker.errors import InvalidTopic
 from twisted_broker.kafka_wire import errors as kafka_errors
 from twisted_broker.registry import paths as registry_paths
-from twisted_broker.registry.zookeeper import CONNECTED, NodeExistsError, NoNodeError
+from twisted_broker.registry.zookeeper import CONNECTED, UNAVAILABLE_ERRORS, NodeExistsError, NoNodeError
 from twisted_broker.replication import paths as replication_paths
 from twisted_broker.storage.log_manager import LogManager
 from twisted_broker.storage.topic_name import check_topic_name
@@ -101,14 +101,16 @@ class ClusterView:
             return found
         try:
             names = yield self.zk.get_children(path)
+            for name in names:
+                if name.isdigit() and int(name) != self.broker_id:
+                    try:
+                        found[int(name)], _stat = yield self.zk.get(f"{path}/{name}")
+                    except NoNodeError:
+                        continue
         except NoNodeError:
-            return found
-        for name in names:
-            if name.isdigit() and int(name) != self.broker_id:
-                try:
-                    found[int(name)], _stat = yield self.zk.get(f"{path}/{name}")
-                except NoNodeError:
-                    continue
+            pass
+        except UNAVAILABLE_ERRORS as exc:  # answer with what this broker knows itself
+            log.warning("reading %s from ZooKeeper failed: %r", path, exc)
         return found
 
     def controller_id(self) -> int:
@@ -126,8 +128,9 @@ class ClusterView:
             names.update(self.cluster.assignments)
             try:
                 names.update((yield self.zk.get_children(registry_paths.BROKER_TOPICS)))
-            except NoNodeError:
-                pass
+            except UNAVAILABLE_ERRORS as exc:  # NoNodeError among them: no 0.7 topic registered
+                if not isinstance(exc, NoNodeError):
+                    log.warning("listing 0.7 topics in ZooKeeper failed: %r", exc)
         return sorted(names)
 
     @inlineCallbacks

@@ -324,7 +324,7 @@ class Log:
         self.flush()
         end = self.written_end  # in a replica's log, more than what is visible
         # A stale file of that name (from a crash after a roll) holds nothing we kept: truncate.
-        segment = Segment(self.directory, end, now=self._now(), truncate=True)
+        segment = Segment(self.directory, end, now=self._now(), truncate=True, previous=self._segments[-1])
         self._segments.append(segment)
         self._starts.append(end)
         log.info("rolled %s: new segment at offset %d", self.name, end)

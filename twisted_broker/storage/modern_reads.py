@@ -21,6 +21,8 @@ from collections.abc import Callable, Iterator, Sequence
 from twisted_broker.errors import InvalidMessage, OffsetOutOfRange
 from twisted_broker.kafka_wire.batch_header import read_header, stamp
 from twisted_broker.kafka_wire.legacy_sets import encode_legacy_set
+from twisted_broker.kafka_wire.record_batch import CorruptBatch, decode_batch
+from twisted_broker.kafka_wire.record_compression import UnsupportedCompression
 from twisted_broker.kafka_wire.stored_batch import batch_pieces, encode_stored_entry
 from twisted_broker.storage.log import Log
 from twisted_broker.storage.offset_index import PLAIN, STORED, Entry, walk, wrapper_count
@@ -33,17 +35,24 @@ _LEGACY_OVERHEAD = 34  # a magic-1 entry's bytes around its value (offset, size,
 
 
 def _walked(log: Log, k: int) -> Segment:
-    """Segment ``k`` with every entry it holds walked (and, if its first offset is unknown, the
-    segments before it that decide it)."""
+    """Segment ``k`` with every entry it holds walked.
+
+    Its first entry's first offset follows from the segment before it when that one has been
+    walked (any modern query of the log does); one never walked is taken to end without a
+    shift rather than walked whole (a gigabyte of 0.7 messages is seconds of walking): no
+    modern client was ever given an offset from it, and only a wrapper compressing past its
+    size in its very last bytes could shift the next segment.
+    """
     segments = log.segments
-    j = k
-    while j > 0 and segments[j].offset_index.carry is None:
-        j -= 1
-    carry_in = segments[j].start
-    for segment in segments[j:k + 1]:
-        segment.offset_index.catch_up(segment.fileno(), segment.size, carry_in)
-        carry_in = segment.offset_index.carry
-    return segments[k]
+    segment = segments[k]
+    carry_in = segment.start
+    if k > 0 and segment.offset_index.carry is None:
+        before = segments[k - 1]
+        if before.offset_index.carry is not None:
+            before.offset_index.catch_up(before.fileno(), before.size, before.start)
+            carry_in = before.offset_index.carry
+    segment.offset_index.catch_up(segment.fileno(), segment.size, carry_in)
+    return segment
 
 
 def _entries(log: Log, k: int, position: int, carry: int, *,
@@ -53,8 +62,9 @@ def _entries(log: Log, k: int, position: int, carry: int, *,
     for index in range(k, len(segments)):
         segment = _walked(log, index)
         limit = segment.size if written else segment.visible_size
-        if index > k:
-            position, carry = 0, max(carry, segment.start)
+        if index > k:  # the segment's own first offset: its rows were walked from it
+            first = segment.offset_index.first_offset
+            position, carry = 0, max(carry, segment.start) if first is None else first
         if limit > position:
             with mmap.mmap(segment.fileno(), limit, access=mmap.ACCESS_READ) as mapped, \
                     memoryview(mapped) as view:
@@ -75,9 +85,10 @@ def exact_count(segment: Segment, entry: Entry) -> int:
 
 def earliest(log: Log) -> int:
     """The modern offset of the log's first record (ListOffsets ``earliest``)."""
-    first = log.segments[0]
-    offset = first.offset_index.first_offset
-    return first.start if offset is None else offset
+    index = log.segments[0].offset_index
+    if index.first_offset is not None:
+        return index.first_offset
+    return index.start if index.carry is None else max(index.start, index.carry)
 
 
 def modern_end(log: Log) -> int:
@@ -101,8 +112,7 @@ def modern_end(log: Log) -> int:
             if last is None:
                 continue
         return last.first + exact_count(segment, last)
-    newest = _walked(log, len(segments) - 1).offset_index  # an empty log: where records will start
-    return max(earliest(log), newest.carry if newest.carry is not None else 0)
+    return earliest(log)  # nothing visible: where the first record is or will be
 
 
 def locate(log: Log, offset: int) -> tuple[int, Entry] | None:
@@ -117,11 +127,7 @@ def locate(log: Log, offset: int) -> tuple[int, Entry] | None:
     first_here = segments[k].offset_index.first_offset
     if k > 0 and first_here is not None and offset < first_here:
         k -= 1  # records of the previous segment's last entry, shifted past this start
-    index = segments[k].offset_index
-    if index.positions:
-        position, carry = index.row_before_offset(offset)
-    else:
-        position, carry = 0, index.carry or segments[k].start
+    position, carry = segments[k].offset_index.row_before_offset(offset)
     for segment, entry in _entries(log, k, position, carry):
         if offset < entry.first + 1 or offset < entry.first + exact_count(segment, entry):
             return segments.index(segment), entry
@@ -213,38 +219,57 @@ def _send_run(segment: Segment, run: list[Entry], offset: int, budget: int, piec
     return size
 
 
+def record_for_time(log: Log, timestamp: int) -> tuple[int, int] | None:
+    """(offset, timestamp) of the first visible record with a timestamp at or after
+    ``timestamp`` (ms), or None if there is none: ListOffsets by time (v1 answers both).
+
+    Inside a stored batch whose max timestamp reaches it, the records are decoded (that batch
+    only) to find the first that does. A 0.7 entry's timestamp is its append time
+    (offset_index.py).
+    """
+    return _record_for_time(log, timestamp, _record_timestamps)
+
+
 def offset_for_time(log: Log, timestamp: int,
                     record_timestamps: Callable[[bytes], Sequence[int]] | None = None) -> int | None:
-    """The offset of the first visible record with a timestamp at or after ``timestamp`` (ms),
-    or None if there is none (ListOffsets by time).
+    """record_for_time's offset; ``record_timestamps(batch)``, if given, decodes a batch's
+    records' timestamps in order instead of kafka_wire's decoder."""
+    found = _record_for_time(log, timestamp, record_timestamps or _record_timestamps)
+    return None if found is None else found[0]
 
-    ``record_timestamps(batch)`` gives a batch's records' timestamps in order (kafka_wire's
-    record decoding): with it the answer is exact inside a stored batch, without it the
-    batch's first offset. A 0.7 entry's timestamp is its append time (offset_index.py).
-    """
+
+def _record_timestamps(batch: bytes) -> list[int]:
+    return [record.timestamp for record in decode_batch(batch, verify=False)[1]]
+
+
+def _record_for_time(log: Log, timestamp: int, record_timestamps) -> tuple[int, int] | None:
     segments = log.segments
     for k, segment in enumerate(segments):
         _walked(log, k)
         index = segment.offset_index
         if index.max_timestamp < timestamp or not segment.visible_size:
             continue
-        if index.positions:
-            position, carry = index.row_before_time(timestamp)
-        else:
-            position, carry = 0, index.carry or segment.start
+        position, carry = index.row_before_time(timestamp)
         for found_segment, entry in _entries(log, k, position, carry):
             if entry.timestamp < timestamp:
                 continue
-            if entry.kind == STORED and record_timestamps is not None:
-                with found_segment.entry_region(entry.position, entry.next_position - entry.position) as region:
-                    data = memoryview(region.read())
-                batch = b"".join(data[at:at + n] for at, n in batch_pieces(entry.header.size))
-                for delta, record_time in enumerate(record_timestamps(batch)):
-                    if record_time >= timestamp:
-                        return entry.first + delta
-            return entry.first
+            if entry.kind == STORED:
+                return _first_record_at(found_segment, entry, timestamp, record_timestamps)
+            return entry.first, entry.timestamp
         return None
     return None
+
+
+def _first_record_at(segment: Segment, entry: Entry, timestamp: int, record_timestamps) -> tuple[int, int]:
+    with segment.entry_region(entry.position, entry.next_position - entry.position) as region:
+        data = memoryview(region.read())
+    batch = b"".join(data[at:at + n] for at, n in batch_pieces(entry.header.size))
+    try:
+        stamps = record_timestamps(batch)
+    except (CorruptBatch, UnsupportedCompression):
+        stamps = []  # its header said a record is late enough; which one is unknowable
+    return next(((entry.first + delta, time) for delta, time in enumerate(stamps) if time >= timestamp),
+                (entry.first, entry.header.max_timestamp))
 
 
 def iter_batch_headers(log: Log, offset: int | None = None) -> Iterator[tuple[int, object]]:
@@ -254,8 +279,7 @@ def iter_batch_headers(log: Log, offset: int | None = None) -> Iterator[tuple[in
     segments = log.segments
     k = max(bisect_right([segment.start for segment in segments], offset) - 1, 0)
     index = _walked(log, k).offset_index
-    position, carry = index.row_before_position(offset - segments[k].start) if index.positions \
-        else (0, index.carry or segments[k].start)
+    position, carry = index.row_before_position(offset - segments[k].start)
     for segment, entry in _entries(log, k, position, carry, written=True):
         if entry.kind == STORED and segment.start + entry.position >= offset:
             yield entry.first, entry.header
@@ -272,6 +296,11 @@ def append_batch(log: Log, batch: bytearray, values: Sequence[bytes | None], lea
     and append it; return its base offset. Raises LogWriteError as Log.append does."""
     base = next_offset(log)
     stamp(batch, base, leader_epoch)
+    header = read_header(batch)
     entry = encode_stored_entry(batch, values)
-    log.append(ValidatedMessageSet(memoryview(entry), read_header(batch).records_count))
+    offset = log.append(ValidatedMessageSet(memoryview(entry), header.records_count))
+    segment = log.segments[-1]
+    position = offset - segment.start
+    segment.offset_index.note_appended(Entry(position, position + len(entry), base, header.records_count,
+                                             header.max_timestamp, STORED, header))
     return base

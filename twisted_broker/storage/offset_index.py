@@ -6,8 +6,8 @@ message, the records_count of a stored batch (its header, stored_batch.py), the 
 of a 0.7 compressed wrapper (a gzip wrapper's ISIZE / 9 bounds it: when that cannot reach
 the next entry's offset the wrapper is not opened). Walking a segment's entries in order
 gives every first; the index keeps a row every ``ROW_INTERVAL_BYTES`` of log: (file position
-of an entry, its first offset, the largest record timestamp before it), so a lookup walks at
-most one interval from a row.
+of an entry, its first offset, the largest record timestamp up to it and in it), so a lookup
+walks at most one interval from a row.
 
 The walk is lazy: an append only notes its wall-clock time (a 0.7 entry's timestamp, D1),
 once per interval, and the rows are walked when a modern query first needs them (then
@@ -45,11 +45,12 @@ from twisted_broker.wire.message_set import expand_wrapper
 log = logging.getLogger(__name__)
 
 SUFFIX = ".index"
-ROW = struct.Struct(">qqq")  # file position, first offset, max timestamp (ms) before the entry
+ROW = struct.Struct(">qqq")  # file position, first offset, max timestamp (ms) up to its entry
 ROW_INTERVAL_BYTES = 4096
 NO_TIMESTAMP = -1
 PLAIN, WRAPPER, STORED = "0.7 message", "0.7 wrapper", "stored batch"
-_HEAD = struct.Struct(">iBBI")  # length, magic, attributes (or magic 0's crc), crc
+_HEAD = struct.Struct(">iBB")  # length, magic, attributes (magic 1; magic 0's crc starts there)
+_CRC_1 = struct.Struct(">I")  # a magic-1 entry's crc, at byte 6
 _MIN_INNER_BYTES = 9  # the smallest inner 0.7 entry (magic 0): bounds a wrapper's count by ISIZE
 
 
@@ -70,48 +71,76 @@ class Entry:
 def wrapper_count(view, position: int, next_position: int) -> int:
     """The records of the 0.7 wrapper at ``position``, counted by inflating it (1 if damaged:
     verification fences it before anyone is served its bytes)."""
-    magic, attributes, crc = view[position + 4], view[position + 5], _HEAD.unpack_from(view, position)[3]
+    magic, attributes, (crc,) = view[position + 4], view[position + 5], _CRC_1.unpack_from(view, position + 6)
     try:
         return len(expand_wrapper(Message(magic, attributes, crc, bytes(view[position + 10:next_position]))))
     except InvalidMessage:
         return 1
 
 
-def walk(view, position: int, end: int, start: int, carry: int,
-         time_of) -> Iterator[Entry]:
+def walk(view, position: int, end: int, start: int, carry: int, time_of, *,
+         rows_from: int | None = None) -> Iterator[Entry]:
     """The entries of a segment's bytes ``view`` from ``position`` (a boundary) to ``end``.
 
     ``carry`` is the least first offset the entry at ``position`` may have; ``time_of(p)`` the
     append time of a 0.7 entry at file position p. Stops early at a length that frames no
     entry (damage: verification.py answers fetches there).
+
+    With ``rows_from`` (the file position of the next row), the walk that places rows: a 0.7
+    message is yielded only at a row point, before a compressed entry, or as the last one
+    (no object per message: a first walk covers every message of a 0.7 log).
     """
     unpack = _HEAD.unpack_from
-    while end - position >= 10:
-        size, magic, attributes, _crc = unpack(view, position)
+    every = rows_from is None
+    next_row = 0 if every else rows_from
+    skipped: Entry | None = None  # the latest 0.7 message not yielded
+    while end - position >= 9:  # the smallest entry: magic 0, empty payload
+        size, magic, attributes = unpack(view, position)
         following = position + 4 + size
         if size < 5 or following > end:
-            return
+            break
         offset = start + position
         first = offset if carry <= offset else carry
-        header = None
         if magic == 0 or not attributes & 3:
-            kind, count, timestamp = PLAIN, 1, time_of(position)
-        elif is_stored_batch(view[position:position + 26]):
-            try:
-                header = read_stored_header(view[position:position + HEAD_BYTES])
-            except StoredBatchError:
-                return
-            kind, count = STORED, header.records_count
-            timestamp = (time_of(position) if header.attributes & TIMESTAMP_TYPE_LOG_APPEND
-                         else header.max_timestamp)
+            carry = first + 1
+            if every or position >= next_row:
+                next_row = position + ROW_INTERVAL_BYTES
+                skipped = None
+                yield Entry(position, following, first, 1, time_of(position), PLAIN)
+            else:
+                skipped = (position, following, first)
         else:
-            kind, timestamp, count = WRAPPER, time_of(position), None
-            if attributes & 3 != GZIP or int.from_bytes(view[following - 4:following], "little") \
-                    // _MIN_INNER_BYTES >= start + following - first:
-                count = wrapper_count(view, position, following)
-        yield Entry(position, following, first, count, timestamp, kind, header)
-        carry = first + (count or 1)
+            entry = _wrapper_entry(view, position, following, first, start, attributes, time_of)
+            if entry is None:
+                break
+            if skipped is not None:
+                yield Entry(*skipped, 1, time_of(skipped[0]), PLAIN)
+                skipped = None
+            if position >= next_row:
+                next_row = position + ROW_INTERVAL_BYTES
+            yield entry
+            carry = first + (entry.count or 1)
         position = following
+    if skipped is not None:
+        yield Entry(*skipped, 1, time_of(skipped[0]), PLAIN)
+
+
+def _wrapper_entry(view, position: int, following: int, first: int, start: int, attributes: int,
+                   time_of) -> Entry | None:
+    """The entry of a compressed 0.7 message: a stored batch or a 0.7 wrapper (None: damaged)."""
+    if is_stored_batch(view[position:position + 26]):
+        try:
+            header = read_stored_header(view[position:position + HEAD_BYTES])
+        except StoredBatchError:
+            return None
+        timestamp = (time_of(position) if header.attributes & TIMESTAMP_TYPE_LOG_APPEND
+                     else header.max_timestamp)
+        return Entry(position, following, first, header.records_count, timestamp, STORED, header)
+    count = None
+    if attributes & 3 != GZIP or int.from_bytes(view[following - 4:following], "little") \
+            // _MIN_INNER_BYTES >= start + following - first:
+        count = wrapper_count(view, position, following)
+    return Entry(position, following, first, count, time_of(position), WRAPPER)
 
 
 class OffsetIndex:
@@ -121,7 +150,7 @@ class OffsetIndex:
         self.path = segment_path[:segment_path.rfind(".")] + SUFFIX
         self.start = start
         self.positions, self.firsts, self.times = array("q"), array("q"), array("q")
-        self._marks, self._mark_times = array("q"), array("q")  # appends this run: position, ms
+        self._marks, self._mark_times = array("q"), array("d")  # appends this run: position, s
         self.walked = 0  # file position up to which entries are walked (a boundary)
         self.carry: int | None = None  # least first offset of the entry at ``walked``; None: unknown
         self.max_timestamp = NO_TIMESTAMP  # of the walked entries
@@ -156,6 +185,7 @@ class OffsetIndex:
             kept += 1
         if kept * ROW.size != size:
             self._cut_file(kept)
+        self._rows_in_file = kept
         self._resume_at_last_row()
 
     def _resume_at_last_row(self) -> None:
@@ -172,19 +202,21 @@ class OffsetIndex:
 
     # -- the segment's calls ---------------------------------------------------------------
 
-    def appended(self, position: int, now_ms: int) -> None:
-        """Note an append at file ``position`` (O(1): the 0.7 path's whole cost here)."""
+    def appended(self, position: int, now: float) -> None:
+        """Note an append at file ``position`` at ``now`` (s): the 0.7 path's whole cost here."""
         marks = self._marks
         if not marks or position - marks[-1] >= ROW_INTERVAL_BYTES:
             marks.append(position)
-            self._mark_times.append(now_ms)
+            self._mark_times.append(now)
 
     def truncate(self, size: int) -> None:
         """Forget rows and marks at or past file position ``size`` (the segment was cut)."""
         keep = bisect_right(self.positions, size - 1) if size > 0 else 0
         if keep < len(self.positions):
             del self.positions[keep:], self.firsts[keep:], self.times[keep:]
-            self._cut_file(keep)
+            if self._rows_in_file > keep:
+                self._cut_file(keep)
+                self._rows_in_file = keep
         marks = bisect_right(self._marks, size - 1) if size > 0 else 0
         del self._marks[marks:], self._mark_times[marks:]
         if self.walked > size or (self.last is not None and self.last.next_position > size):
@@ -201,8 +233,19 @@ class OffsetIndex:
         finally:
             os.close(fd)
 
+    def follow(self, previous: "OffsetIndex", previous_size: int) -> None:
+        """Take the least first offset of this (new) segment from the one before it, if that
+        one is walked to its end; otherwise a query will walk it (it may then be gone to
+        retention only if no modern client ever asked: nobody saw an offset it shifted)."""
+        if self.carry is None and previous.carry is not None and previous.walked == previous_size:
+            self.carry = max(self.start, previous.carry)
+
     def close(self) -> None:
-        """Nothing to release (no descriptor is kept); here for the segment's symmetry."""
+        """Write the rows noted since the last walk (no descriptor is kept)."""
+        try:
+            self.write_rows()
+        except OSError as exc:  # the rows are walked again next time: not worth failing a close
+            log.warning("%s: rows not written (%s); they will be walked again", self.path, exc)
 
     def delete(self) -> None:
         try:
@@ -216,54 +259,71 @@ class OffsetIndex:
         """A 0.7 entry's timestamp: the time of the append that wrote it (to a row interval),
         or the segment file's mtime for bytes written before this run."""
         index = bisect_right(self._marks, position) - 1
-        return self._mark_times[index] if index >= 0 else self.default_ms
+        return int(self._mark_times[index] * 1000) if index >= 0 else self.default_ms
 
     def catch_up(self, fd: int, size: int, carry_in: int) -> None:
         """Walk the entries of the segment file ``fd`` from the last walked one to ``size``;
         ``carry_in`` is the least first offset of the segment's first entry."""
         if self.carry is None:
             self.carry = max(self.start, carry_in)
-        if self.walked >= size:
+        if self.walked < size:
+            with mmap.mmap(fd, size, access=mmap.ACCESS_READ) as mapped, memoryview(mapped) as view:
+                self._walk_to(view, size)
+        self.write_rows()
+
+    def write_rows(self) -> None:
+        """Append the rows not yet in the file to it."""
+        written = self._rows_in_file
+        if written == len(self.positions):
             return
-        with mmap.mmap(fd, size, access=mmap.ACCESS_READ) as mapped, memoryview(mapped) as view:
-            added = len(self.positions)
-            try:
-                for entry in walk(view, self.walked, size, self.start, self.carry, self.time_of):
-                    self._note(entry)
-            finally:
-                new_rows = b"".join(ROW.pack(*row) for row in zip(
-                    self.positions[added:], self.firsts[added:], self.times[added:]))
-        if new_rows:
-            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
-            try:
-                os.write(fd, new_rows)
-            finally:
-                os.close(fd)
+        new_rows = b"".join(ROW.pack(*row) for row in zip(
+            self.positions[written:], self.firsts[written:], self.times[written:]))
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+        try:
+            os.write(fd, new_rows)
+        finally:
+            os.close(fd)
+        self._rows_in_file = len(self.positions)
+
+    def note_appended(self, entry: Entry) -> None:
+        """Take in an entry the broker has just appended right after the walked ones (a
+        stored batch whose header it knows), sparing the next query a walk of it."""
+        if self.walked == entry.position and self.carry is not None:
+            self._note(entry)  # else entries before it are not walked yet: a walk will find it
+
+    def _walk_to(self, view, end: int) -> None:
+        positions = self.positions
+        next_row = positions[-1] + ROW_INTERVAL_BYTES if positions else 0
+        for entry in walk(view, self.walked, end, self.start, self.carry, self.time_of, rows_from=next_row):
+            self._note(entry)
 
     def _note(self, entry: Entry) -> None:
         positions = self.positions
+        # A row's timestamp covers its own entry too: 0.7 messages the walk did not yield
+        # were appended no later than this one, and a bound from above is all a search needs.
+        self.max_timestamp = max(self.max_timestamp, entry.timestamp)
         if not positions or entry.position - positions[-1] >= ROW_INTERVAL_BYTES:
             self._add_row(entry.position, entry.first, self.max_timestamp)
-        if entry.timestamp > self.max_timestamp:
-            self.max_timestamp = entry.timestamp
-        self.walked = entry.next_position
-        self.carry = entry.first + (entry.count or 1)
-        self.last = entry
+        self.walked, self.carry, self.last = entry.next_position, entry.first + (entry.count or 1), entry
 
     def row_before_position(self, position: int) -> tuple[int, int]:
-        """(file position, first offset) of the last row at or before ``position``."""
-        index = max(bisect_right(self.positions, position) - 1, 0)
-        return self.positions[index], self.firsts[index]
+        """(file position, first offset) of the last row at or before ``position``: where a
+        walk to it starts ((0, least first offset) while the segment has no rows)."""
+        return self._row(bisect_right(self.positions, position) - 1)
 
     def row_before_offset(self, offset: int) -> tuple[int, int]:
-        """(file position, first offset) of the last row whose first offset is at most ``offset``."""
-        index = max(bisect_right(self.firsts, offset) - 1, 0)
-        return self.positions[index], self.firsts[index]
+        """As row_before_position, for the last row whose first offset is at most ``offset``."""
+        return self._row(bisect_right(self.firsts, offset) - 1)
 
     def row_before_time(self, timestamp: int) -> tuple[int, int]:
-        """(file position, first offset) of the last row before which every record is older
-        than ``timestamp``: the first record at or after it is at or past that row."""
-        index = max(bisect_right(self.times, timestamp - 1) - 1, 0)
+        """As row_before_position, for the last row before which every record is older than
+        ``timestamp``: the first record at or after it is at or past that row."""
+        return self._row(bisect_right(self.times, timestamp - 1) - 1)
+
+    def _row(self, index: int) -> tuple[int, int]:
+        if not self.positions:
+            return 0, self.start if self.carry is None else max(self.start, self.carry)
+        index = max(index, 0)
         return self.positions[index], self.firsts[index]
 
     @property

@@ -8,6 +8,10 @@ first entry that fails, which is the last boundary every reader could have seen;
 before it is kept. Older segments were complete when the log rolled past them and are not
 scanned, as in 0.7: damage inside them is found when a fetch first reads it, and fenced, never
 truncated (verification.py).
+
+A stored record batch (D2) is one 0.7 gzip wrapper with a CRC like any other, so a torn one is
+cut like any 0.7 entry. Cutting the segment cuts its offset index (offset_index.py) at the same
+place; the index is walked again from its last row when a modern query next needs it.
 """
 
 from __future__ import annotations

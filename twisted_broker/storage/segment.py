@@ -118,7 +118,7 @@ class Segment:
     """An open segment file. Not thread-safe: one thread (the reactor's) uses it."""
 
     def __init__(self, directory: str, start: int, *, now: float, truncate: bool = False,
-                 file_name: str | None = None) -> None:
+                 file_name: str | None = None, previous: "Segment | None" = None) -> None:
         self.start = start
         # file_name: a loaded file's own name, which may have fewer than 20 digits (spec 4.1).
         self.path = os.path.join(directory, file_name or segment_file_name(start))
@@ -145,6 +145,8 @@ class Segment:
         # Modern offsets and timestamps (offset_index.py), its file truncated with this one's.
         self.offset_index = OffsetIndex(self.path, start, truncate=truncate)
         self.offset_index.truncate(self.size)  # rows of bytes a crash took back
+        if previous is not None:  # a roll: the first offset here may follow from the last there
+            self.offset_index.follow(previous.offset_index, previous.size)
 
     @property
     def end(self) -> int:
@@ -169,7 +171,7 @@ class Segment:
                 raise LogWriteError(truncate_exc.errno, f"{self.path}: cannot cut back a failed write: {truncate_exc}") from exc
             raise LogWriteError(exc.errno, f"{self.path}: {exc.strerror}") from exc
         self.size = before + written
-        self.offset_index.appended(before, int(now * 1000))
+        self.offset_index.appended(before, now)
         self.verified.add(before, self.size)  # the broker validated every entry it appends
         if self.first_append_time is None:
             self.first_append_time = now

@@ -6,6 +6,8 @@ import zlib
 
 import lz4.frame
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 import snappy
 
 from twisted_broker.kafka_wire.legacy_sets import (
@@ -93,3 +95,10 @@ def test_encoded_sets_are_magic_1_with_null_keys_and_decode_back():
     assert decode_legacy_set(data) == [LegacyRecord(ts, None, value, 1) for _o, ts, value in records]
     assert struct.unpack_from(">qi", data, 0) == (100, 4 + 1 + 1 + 8 + 4 + 4 + 1)
     assert data[:len(message(b"a", timestamp=5000, offset=100))] == message(b"a", timestamp=5000, offset=100)
+
+
+@given(st.lists(st.tuples(st.integers(0, 2**62), st.integers(-1, 2**62), st.one_of(st.none(), st.binary(max_size=200))),
+                max_size=20))
+def test_encoded_magic_1_sets_decode_to_what_was_encoded(records):
+    decoded = decode_legacy_set(encode_legacy_set(records))
+    assert [(r.timestamp, r.key, r.value, r.magic) for r in decoded] == [(ts, None, v, 1) for _o, ts, v in records]

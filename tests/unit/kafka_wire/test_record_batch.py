@@ -158,3 +158,20 @@ def test_record_set_magic_tells_message_sets_from_batches():
 def test_headers_are_header_objects():
     batch = build_batch([Record(0, 5, None, b"v", (Header("trace", b"1"),))])
     assert decode_batch(batch)[1][0].headers == (Header("trace", b"1"),)
+
+
+def test_lz4_bytes_after_the_frame_are_corrupt():
+    batch = bytearray(build_batch([(1, None, b"a" * 100)], compression=record_compression.LZ4))
+    batch += b"\x00\x01"
+    batch[8:12] = (len(batch) - 12).to_bytes(4, "big")
+    with pytest.raises(CorruptBatch, match="after the frame"):
+        batch_values(batch)
+
+
+@pytest.mark.parametrize("codec", CODECS[1:])
+def test_a_truncated_compressed_body_is_corrupt(codec):
+    batch = bytearray(build_batch([(1, None, bytes(range(256)) * 20)], compression=codec))
+    del batch[-8:]
+    batch[8:12] = (len(batch) - 12).to_bytes(4, "big")
+    with pytest.raises(CorruptBatch):
+        batch_values(batch)

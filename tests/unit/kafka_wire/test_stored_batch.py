@@ -5,6 +5,8 @@ import random
 import zlib
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from twisted_broker.kafka_wire.batch_header import read_header, stamp
 from twisted_broker.kafka_wire.stored_batch import (
@@ -100,3 +102,11 @@ def test_a_damaged_stored_header_is_refused(make_batch):
 def test_an_empty_batch_cannot_be_stored():
     with pytest.raises(ValueError):
         encode_stored_entry(b"", [])
+
+
+@given(st.binary(min_size=1, max_size=3 * MAX_PIECE_BYTES), st.lists(st.one_of(st.none(), st.binary(max_size=300)), max_size=20))
+@settings(max_examples=30, deadline=None)
+def test_any_batch_and_values_round_trip_through_a_stored_entry(batch, values):
+    entry = encode_stored_entry(batch, values)
+    assert b"".join(entry[p:p + n] for p, n in batch_pieces(len(batch))) == batch
+    assert [bytes(m.payload) for _o, _n, m in iter_messages(entry)] == [v or b"" for v in values]
