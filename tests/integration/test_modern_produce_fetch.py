@@ -126,9 +126,9 @@ def test_an_idempotent_producer_gets_an_id_and_a_retried_batch_is_stored_once(br
 
     def send(sequence: int, value: bytes) -> dict:
         batch = build_batch([(T0, None, value)], producer_id=producer_id, producer_epoch=0, base_sequence=sequence)
-        answer = raw_request(port, PRODUCE, 3, {"acks": -1, "timeout_ms": 5000, "topics": [
-            {"name": "idem", "partitions": [{"partition_index": 0, "records": batch}]}]})
-        return answer["responses"][0]["partitions"][0]
+        answer = raw_request(port, PRODUCE, 3, {"acks": -1, "timeout_ms": 5000, "topic_data": [
+            {"name": "idem", "partition_data": [{"index": 0, "records": batch}]}]})
+        return answer["responses"][0]["partition_responses"][0]
     first = send(0, b"a")
     assert send(0, b"a") == first  # the retry: acknowledged with the same offset
     assert send(5, b"gap")["error_code"] == 45  # out of order

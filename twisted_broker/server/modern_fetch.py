@@ -22,7 +22,6 @@ from twisted_broker.errors import InvalidMessage, OffsetOutOfRange
 from twisted_broker.kafka_wire import errors as kafka_errors
 from twisted_broker.kafka_wire.primitives import Gap
 from twisted_broker.kafka_wire.protocol import Request
-from twisted_broker.kafka_wire.record_batch import decode_batch
 from twisted_broker.server.held_fetch import HeldFetch
 from twisted_broker.server.modern_broker import WithRecords
 from twisted_broker.server.modern_partitions import PartitionError, PartitionFinder, partition_answers
@@ -79,7 +78,7 @@ class FetchRequests:
             responses.append({"topic": topic["topic"], "partitions": partitions})
             for part in topic["partitions"]:
                 target = targets[topic["topic"], part["partition"]]
-                answer = {"partition": part["partition"], "error_code": kafka_errors.NONE, "high_watermark": -1,
+                answer = {"partition_index": part["partition"], "error_code": kafka_errors.NONE, "high_watermark": -1,
                           "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": None,
                           "records": b""}
                 partitions.append(answer)
@@ -141,15 +140,8 @@ class FetchRequests:
             return modern_reads.modern_end(log_), -1
         if timestamp == EARLIEST:
             return modern_reads.earliest(log_), -1
-        seen: list[int] = []  # the found batch's record timestamps: the answer carries the found one's
-
-        def record_timestamps(batch: bytes) -> list[int]:
-            seen[:] = [record.timestamp for record in decode_batch(batch, verify=False)[1]]
-            return seen
-        found = modern_reads.offset_for_time(log_, timestamp, record_timestamps)
-        if found is None:
-            return -1, -1
-        return found, next((t for t in seen if t >= timestamp), -1)
+        found = modern_reads.record_for_time(log_, timestamp)
+        return found if found is not None else (-1, -1)
 
 
 def _has_error(answer: dict) -> bool:

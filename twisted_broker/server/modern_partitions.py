@@ -99,15 +99,17 @@ class PartitionFinder:
         return local
 
 
-def partition_answers(topics: list, answers: list, defaults: dict):
+def partition_answers(topics: list, answers: list, defaults: dict, *, asked: str = "partitions",
+                      index: str = "partition_index", answered: str = "partitions"):
     """Yield ``(topic, part, answer)`` for each partition a request asks for (``topics``: dicts
-    with "name" and "partitions"), appending to ``answers`` the ``[{"name", "partitions":
+    with "name" and the list ``asked``), appending to ``answers`` the ``[{"name", answered:
     [answer, ...]}]`` that Produce and ListOffsets responses carry; each answer starts as
-    ``{"partition_index", "error_code": 0, **defaults}`` for the caller to fill in."""
+    ``{index: the partition, "error_code": 0, **defaults}`` for the caller to fill in. (The
+    key names are Kafka's, which differ between the two APIs.)"""
     for topic in topics:
         partitions: list[dict] = []
-        answers.append({"name": topic["name"], "partitions": partitions})
-        for part in topic["partitions"]:
-            answer = {"partition_index": part["partition_index"], "error_code": kafka_errors.NONE, **defaults}
+        answers.append({"name": topic["name"], answered: partitions})
+        for part in topic[asked]:
+            answer = {index: part[index], "error_code": kafka_errors.NONE, **defaults}
             partitions.append(answer)
             yield topic, part, answer

@@ -81,7 +81,8 @@ class ProduceRequests:
         body = request.body
         acks, timeout_ms = body["acks"], body["timeout_ms"]
         answers, waits = [], []
-        for topic, part, answer in partition_answers(body["topics"], answers, PRODUCED):
+        for topic, part, answer in partition_answers(body["topic_data"], answers, PRODUCED, asked="partition_data",
+                                                     index="index", answered="partition_responses"):
             if acks not in ACKS:
                 answer["error_code"] = kafka_errors.INVALID_REQUIRED_ACKS
                 continue
@@ -89,18 +90,18 @@ class ProduceRequests:
                 answer["error_code"] = kafka_errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
                 continue
             try:
-                target = yield self.partitions.for_write(topic["name"], part["partition_index"], acks)
+                target = yield self.partitions.for_write(topic["name"], part["index"], acks)
                 batches = self._batches(part["records"])
                 answer["base_offset"] = self._append(target, batches)
                 answer["log_start_offset"] = earliest(target.log)
             except (PartitionError, BadRecords) as exc:
                 answer["error_code"] = exc.code
                 if isinstance(exc, BadRecords):
-                    log.warning("refused produce to %s-%d from %s: %s", topic["name"], part["partition_index"],
+                    log.warning("refused produce to %s-%d from %s: %s", topic["name"], part["index"],
                                 request.client_id, exc)
                 continue
             except OSError as exc:
-                log.error("append to %s-%d failed: %s", topic["name"], part["partition_index"], exc)
+                log.error("append to %s-%d failed: %s", topic["name"], part["index"], exc)
                 answer["error_code"] = kafka_errors.KAFKA_STORAGE_ERROR
                 continue
             if acks == -1 and target.replica is not None:

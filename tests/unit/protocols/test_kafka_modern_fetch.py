@@ -41,11 +41,11 @@ def setup(tmp_path):
 def produce(peer: Peer, records: bytes, acks: int = 1, topic: str = "a", correlation_id: int = 1) -> dict | None:
     peer.send(encode_request(PRODUCE, 3, correlation_id, "t", {
         "acks": acks, "timeout_ms": 1000,
-        "topics": [{"name": topic, "partitions": [{"partition_index": 0, "records": records}]}]}))
+        "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": records}]}]}))
     frames = peer.responses()
     if not frames:
         return None
-    return decode_response(PRODUCE, 3, frames[0])[1]["responses"][0]["partitions"][0]
+    return decode_response(PRODUCE, 3, frames[0])[1]["responses"][0]["partition_responses"][0]
 
 
 def fetch_request(offset: int, max_wait_ms: int = 0, correlation_id: int = 2) -> bytes:
