@@ -247,6 +247,16 @@ class BrokerConfig(ZKConfig):
     # auto: flushed (0.7's fsync gate) for 0.7 topics, committed (on every ISR member) for
     # replicated ones; flushed or committed apply to both.
     log_visibility: Literal["auto", "flushed", "committed"] = "auto"
+    # The Kafka protocol of today's clients (docs/kafka-protocol.md), a second listener over
+    # the same logs. Off (0) unless configured: etc/server.properties (make run) says 9094,
+    # while the many brokers tests start on one machine must not all claim it.
+    kafka_port: int = _at_least(0, 0)
+    # The largest record batch a modern produce may carry, whatever 0.7's max.message.size
+    # says of one message: Kafka's message.max.bytes (1048588) plus room for librdkafka's
+    # ~1 MB batches and their framing.
+    kafka_max_batch_bytes: int = _at_least(1, 1048588 + 65536)
+    # A modern Metadata request for an unknown topic creates it (Kafka's key and default).
+    auto_create_topics_enable: bool = True
 
     def _check(self) -> None:
         if self.brokerid is None and self.broker_id is None:

@@ -10,9 +10,8 @@ from the repository root: the config files' paths are relative to it.
 One broker is started exactly as server.properties says. With N brokers, broker i differs
 from it only where N brokers on one machine must: ``--broker-id i``, the wire port
 ``port + 100 i`` (9092, 9192, 9292), ``--log-dir var/broker-i/kafka-logs``, its debug port
-``9093 + 100 i`` and its admin console ``8080 + i`` (8180 is make spark-cluster's master
-UI). The modern protocol's listeners (9094 + 100 i in INTERFACES.md) come with that
-protocol's issue; nothing opens them yet.
+``9093 + 100 i``, its admin console ``8080 + i`` (8180 is make spark-cluster's master
+UI) and the listener of the modern Kafka protocol ``kafka.port + 100 i`` (9094, 9194, 9294).
 """
 
 from __future__ import annotations
@@ -55,23 +54,28 @@ class BrokerPlan:
     log_dir: str | None
     console_port: int
     debug_port: int
+    kafka_port: int | None = None  # the modern protocol's listener; None: kafka.port's
 
 
 def plan_brokers(count: int, *, base_port: int, console_port: int = CONSOLE_PORT,
-                 debug_port: int = DEBUG_PORT) -> list[BrokerPlan]:
-    """The brokers of a ``count``-broker cluster; one is server.properties' broker itself."""
+                 debug_port: int = DEBUG_PORT, kafka_port: int = 0) -> list[BrokerPlan]:
+    """The brokers of a ``count``-broker cluster; one is server.properties' broker itself.
+    ``kafka_port`` 0: server.properties turns the modern listener off, for all of them."""
     if count == 1:
         return [BrokerPlan(None, None, None, console_port, debug_port)]
     return [BrokerPlan(i, base_port + PORT_STEP * i, f"var/broker-{i}/kafka-logs", console_port + i,
-                       debug_port + PORT_STEP * i) for i in range(count)]
+                       debug_port + PORT_STEP * i, kafka_port + PORT_STEP * i if kafka_port else None)
+            for i in range(count)]
 
 
 def broker_command(plan: BrokerPlan | None = None) -> list[str]:
     """The twistd command line that runs one broker in the foreground."""
     plan = plan or plan_brokers(1, base_port=0)[0]
     twistd = Path(sys.executable).with_name("twistd")  # the venv's, next to its python
+    kafka = plan.kafka_port and f"tcp:{plan.kafka_port}:interface=127.0.0.1"
     overrides = [(option, value) for option, value in (
-        ("--broker-id", plan.broker_id), ("--port", plan.port), ("--log-dir", plan.log_dir)) if value is not None]
+        ("--broker-id", plan.broker_id), ("--port", plan.port), ("--log-dir", plan.log_dir),
+        ("--kafka-endpoint", kafka)) if value]
     # The console and debug ports are off by default in twistd (tests start many brokers);
     # the single-machine cluster has them on their INTERFACES.md ports, on loopback.
     return [str(twistd) if twistd.exists() else "twistd", "-n", "--pidfile=", "--logfile=-",
@@ -123,8 +127,10 @@ def main(argv: list[str] | None = None) -> int:
     if is_serving(configured.host, configured.port):
         log.info("using the ZooKeeper already serving on %s", address)
         zookeeper = None  # someone else's: leave it running
-    plans = plan_brokers(args.brokers, base_port=int(read_properties(SERVER_CONFIG).get("port", "9092")),
-                         console_port=args.console_port, debug_port=args.debug_port)
+    properties = read_properties(SERVER_CONFIG)
+    plans = plan_brokers(args.brokers, base_port=int(properties.get("port", "9092")),
+                         console_port=args.console_port, debug_port=args.debug_port,
+                         kafka_port=int(properties.get("kafka.port", "0")))
     brokers: list[subprocess.Popen[bytes]] = []
     try:
         if zookeeper is not None:
@@ -135,8 +141,9 @@ def main(argv: list[str] | None = None) -> int:
         else:
             for plan in plans:
                 if plan.broker_id is not None:
-                    log.info("broker %d: port %d, admin console http://127.0.0.1:%d/, debug port %d, logs in %s",
-                             plan.broker_id, plan.port, plan.console_port, plan.debug_port, plan.log_dir)
+                    log.info("broker %d: port %d, Kafka clients' port %s, admin console http://127.0.0.1:%d/, "
+                             "debug port %d, logs in %s", plan.broker_id, plan.port, plan.kafka_port or "off",
+                             plan.console_port, plan.debug_port, plan.log_dir)
                 brokers.append(subprocess.Popen(broker_command(plan), stdin=subprocess.DEVNULL,
                                                 start_new_session=True))
         while (all(broker.poll() is None for broker in brokers)

@@ -15,7 +15,9 @@ import time
 from logging.handlers import BufferingHandler
 
 from twisted.internet.endpoints import serverFromString
+from twisted.internet.interfaces import IStreamServerEndpoint
 from twisted.python import usage
+from zope.interface import implementer
 
 from twisted_broker.config import BrokerConfig, ConfigError
 from twisted_broker.protocols.kafka import KafkaServerFactory
@@ -45,6 +47,10 @@ class Options(usage.Options):
         ["debug-port-file", None, None, "write the debug port's bound port to this file (for tests)"],
         ["debug-idle-timeout", None, "300", "seconds after which an idle debug session is closed"],
         ["port-file", None, None, "write the bound port to this file once started (for tests)"],
+        ["kafka-endpoint", None, None, "Twisted endpoint of the Kafka protocol of today's clients, e.g. "
+                                       "ssl:9094:privateKey=k.pem (default tcp:<kafka.port>:interface=<hostname "
+                                       "or 127.0.0.1>; 'none' turns it off, as kafka.port=0 does)"],
+        ["kafka-port-file", None, None, "write the Kafka clients' listener's bound port to this file (for tests)"],
     ]
     optFlags = [["no-zk", None, "run without ZooKeeper (enable.zookeeper=false)"],
                 ["allow-admin-actions", None, "enable the admin console's one write action (resetting a "
@@ -164,6 +170,14 @@ def makeService(options: Options):  # BrokerService, in a MultiService with --we
     listen = options["listen"] or f"tcp:{config.port}:interface={config.hostname or '127.0.0.1'}"
     # The wire protocol first: its port is the one registered in ZooKeeper.
     listeners = [Listener("wire protocol", serverFromString(reactor, listen), factory, _abspath(options["port-file"]))]
+    kafka_endpoint = options["kafka-endpoint"] or (
+        config.kafka_port and f"tcp:{config.kafka_port}:interface={config.hostname or '127.0.0.1'}")
+    modern_port = None
+    if kafka_endpoint and kafka_endpoint != "none":
+        endpoint = BoundEndpoint(serverFromString(reactor, kafka_endpoint))
+        modern_port = endpoint.port
+        factory = _modern_factory(config, logs, stats, zk, cluster, replication, modern_port, reactor)
+        listeners.append(Listener("Kafka clients' protocol", endpoint, factory, _abspath(options["kafka-port-file"])))
     if options["debug"] != "none":
         from twisted_broker.protocols.debug import DebugFactory
         from twisted_broker.server.debug_commands import DebugCommands
@@ -195,6 +209,11 @@ def makeService(options: Options):  # BrokerService, in a MultiService with --we
     if replication is not None:
         replication.setServiceParent(top)
         top.replication = replication
+        if modern_port is not None:
+            from twisted_broker.server.modern_topics import ListenerRegistration
+
+            ListenerRegistration(zk, broker_id=config.brokerid, host=config.hostname or "127.0.0.1",
+                                 port=modern_port).setServiceParent(top)
     if options["webui"] == "none":
         return top
     from twisted_broker.server.stats import broker_snapshot
@@ -237,3 +256,38 @@ def _replication(config: BrokerConfig, zk, cluster, logs: LogManager, stats: Bro
         default_replication_factor=config.default_replication_factor, num_partitions=config.num_partitions,
         clock=reactor)
     return service
+
+
+@implementer(IStreamServerEndpoint)
+class BoundEndpoint:
+    """An endpoint that remembers the port it listened on: ``port()`` is what the modern
+    listener advertises (the one bound, also when the endpoint asked for port 0)."""
+
+    def __init__(self, endpoint) -> None:
+        self._endpoint = endpoint
+        self._port = None
+
+    def listen(self, factory):
+        def bound(port):
+            self._port = port
+            return port
+        return self._endpoint.listen(factory).addCallback(bound)
+
+    def port(self) -> int:
+        return self._port.getHost().port
+
+
+def _modern_factory(config: BrokerConfig, logs: LogManager, stats: BrokerStats, zk, cluster, replication, port,
+                    reactor):
+    """The modern listener's factory (docs/kafka-protocol.md) over the same logs."""
+    from twisted_broker.protocols.kafka_modern import KafkaModernFactory
+    from twisted_broker.server.modern_handlers import modern_broker
+
+    # The topics' figures are the 0.7 broker's; the request figures are this listener's own.
+    modern_stats = BrokerStats(RequestStats(config.monitoring_period_secs, reactor.seconds),
+                               all_topics=stats.all_topics, topics=stats.topics, log_messages=stats.log_messages)
+    broker = modern_broker(config, logs, modern_stats, zk=zk, cluster=cluster, replication=replication,
+                           port=port, clock=reactor)
+    return KafkaModernFactory(broker, max_request_size=config.max_socket_request_bytes,
+                              send_buffer_bytes=config.socket_send_buffer,
+                              receive_buffer_bytes=config.socket_receive_buffer, clock=reactor)

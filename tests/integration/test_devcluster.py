@@ -28,15 +28,15 @@ def test_one_broker_is_run_as_server_properties_says():
 
 
 def test_three_brokers_get_their_own_ids_ports_and_log_dirs():
-    plans = devcluster.plan_brokers(3, base_port=9092)
-    assert [(p.broker_id, p.port, p.console_port, p.debug_port, p.log_dir) for p in plans] == [
-        (0, 9092, 8080, 9093, "var/broker-0/kafka-logs"),
-        (1, 9192, 8081, 9193, "var/broker-1/kafka-logs"),
-        (2, 9292, 8082, 9293, "var/broker-2/kafka-logs")]
+    plans = devcluster.plan_brokers(3, base_port=9092, kafka_port=9094)
+    assert [(p.broker_id, p.port, p.kafka_port, p.console_port, p.debug_port, p.log_dir) for p in plans] == [
+        (0, 9092, 9094, 8080, 9093, "var/broker-0/kafka-logs"),
+        (1, 9192, 9194, 8081, 9193, "var/broker-1/kafka-logs"),
+        (2, 9292, 9294, 8082, 9293, "var/broker-2/kafka-logs")]
     command = devcluster.broker_command(plans[2])
     assert command[command.index("broker"):] == [
         "broker", "--config", "etc/server.properties", "--broker-id", "2", "--port", "9292",
-        "--log-dir", "var/broker-2/kafka-logs",
+        "--log-dir", "var/broker-2/kafka-logs", "--kafka-endpoint", "tcp:9294:interface=127.0.0.1",
         "--webui", "tcp:8082:interface=127.0.0.1", "--debug", "tcp:9293:interface=127.0.0.1"]
 
 
@@ -57,18 +57,18 @@ def _listening(port: int) -> bool:
     return True
 
 
-def _free_layout() -> tuple[int, int, int]:
-    """Wire, console and debug base ports whose three brokers' ports are all free now."""
+def _free_layout() -> tuple[int, int, int, int]:
+    """Wire, console, debug and modern base ports whose three brokers' ports are all free now."""
     while True:
         base = random.randrange(20000, 40000, 1000)
-        wire, console, debug = base, base + 50, base + 1
-        ports = [p for i in range(3) for p in (wire + 100 * i, console + i, debug + 100 * i)]
+        wire, console, debug, kafka = base, base + 50, base + 1, base + 2
+        ports = [p for i in range(3) for p in (wire + 100 * i, console + i, debug + 100 * i, kafka + 100 * i)]
         if all(map(_free, ports)):
-            return wire, console, debug
+            return wire, console, debug, kafka
 
 
 def test_three_brokers_form_a_cluster_and_ctrl_c_stops_them_all(zookeeper, zk_connect, tmp_path):
-    wire, console, debug = _free_layout()
+    wire, console, debug, kafka = _free_layout()
     (tmp_path / "etc").mkdir()
     # The session's ZooKeeper is already serving at zookeeper.cfg's address, so the launcher
     # leaves it alone; the brokers use the test's chroot.
@@ -76,7 +76,8 @@ def test_three_brokers_form_a_cluster_and_ctrl_c_stops_them_all(zookeeper, zk_co
         f"dataDir=var/zookeeper\nclientPort={zookeeper.port}\nclientPortAddress=127.0.0.1\n")
     shipped = (ROOT / "etc/server.properties").read_text()
     (tmp_path / "etc/server.properties").write_text(
-        shipped.replace("port=9092", f"port={wire}").replace("zk.connect=127.0.0.1:2181", f"zk.connect={zk_connect}")
+        shipped.replace("\nport=9092", f"\nport={wire}").replace("kafka.port=9094", f"kafka.port={kafka}")
+        .replace("zk.connect=127.0.0.1:2181", f"zk.connect={zk_connect}")
         + "zk.sessiontimeout.ms=2000\n")
     output = tmp_path / "output.log"  # a file, not a pipe nobody reads while waiting
     with output.open("wb") as out:
@@ -98,13 +99,15 @@ def test_three_brokers_form_a_cluster_and_ctrl_c_stops_them_all(zookeeper, zk_co
                 sock.sendall(b"ruok\n")
                 assert sock.recv(16).startswith(b"imok")
             socket.create_connection(("127.0.0.1", console + i), timeout=5).close()
+            socket.create_connection(("127.0.0.1", kafka + 100 * i), timeout=5).close()
         created = run_cli("topics", "--zk", zk_connect, "--create", "--topic", "r", "--partitions", 3,
                           "--replication-factor", 3)
         assert created.returncode == 0, created.stderr.decode()
         launcher.send_signal(signal.SIGINT)
         assert launcher.wait(40) == 0, output.read_text()
         assert registered() == {}
-        assert not any(_listening(port) for i in range(3) for port in (wire + 100 * i, debug + 100 * i, console + i))
+        assert not any(_listening(port) for i in range(3) for port in (wire + 100 * i, debug + 100 * i, console + i,
+                                                                   kafka + 100 * i))
         assert not (tmp_path / "var/kafka-logs").exists()  # one broker's log dir is not used
     finally:
         if launcher.poll() is None:  # SIGINT, so that it stops the brokers it started

@@ -293,3 +293,16 @@ def test_kafkas_broker_id_is_accepted_alone_or_beside_brokerid_with_the_same_val
 def test_bad_replication_values_are_config_errors_naming_the_key(key, value):
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
         broker(**{key: value})
+
+
+# --- the modern listener's keys (docs/kafka-protocol.md) ----------------------------------
+
+def test_the_modern_listener_is_off_unless_configured_and_the_shipped_file_opens_9094():
+    config = broker()
+    assert (config.kafka_port, config.kafka_max_batch_bytes, config.auto_create_topics_enable) == (0, 1114124, True)
+    assert BrokerConfig.load(ETC / "server.properties").kafka_port == 9094
+
+
+def test_a_negative_kafka_port_is_refused():
+    with pytest.raises(ConfigError, match="kafka.port=-1: must be at least 0"):
+        broker(**{"kafka.port": "-1"})
