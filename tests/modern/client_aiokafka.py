@@ -1,12 +1,15 @@
 """aiokafka (asyncio) as a client adapter for tests/modern/test_clients.py.
 
-Each call runs on an event loop of its own; the group members share one loop, so every
-member's heartbeats run while the test polls any of them.
+Every call runs on one event loop that runs in a thread of its own: under the whole suite
+the test's own thread may already run an asyncio loop (Playwright's sync API, which
+tests/browser keep for the session), where ``asyncio.run`` refuses to start. The group members share that loop, so each member's
+heartbeats go on while the test looks at another.
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 
 from tests.modern.records import Consumed, Record
@@ -32,7 +35,21 @@ def produce(bootstrap: str, topic: str, records: list[Record], *, compression: s
         finally:
             await producer.stop()
 
-    return asyncio.run(run())
+    return _run(run())
+
+
+_LOOP: asyncio.AbstractEventLoop | None = None
+_LOOP_LOCK = threading.Lock()
+
+
+def _run(coroutine):
+    """Run ``coroutine`` on the adapter's loop thread and return its result."""
+    global _LOOP
+    with _LOOP_LOCK:
+        if _LOOP is None:
+            _LOOP = asyncio.new_event_loop()
+            threading.Thread(target=_LOOP.run_forever, name="aiokafka-loop", daemon=True).start()
+    return asyncio.run_coroutine_threadsafe(coroutine, _LOOP).result()
 
 
 def _consumed(message) -> Consumed:
@@ -63,7 +80,7 @@ def consume(bootstrap: str, topic: str, count: int, *, partition: int = 0, timeo
         finally:
             await consumer.stop()
 
-    return asyncio.run(run())
+    return _run(run())
 
 
 def offset_for_time(bootstrap: str, topic: str, timestamp_ms: int, *, partition: int = 0) -> int | None:
@@ -79,10 +96,9 @@ def offset_for_time(bootstrap: str, topic: str, timestamp_ms: int, *, partition:
         finally:
             await consumer.stop()
 
-    return asyncio.run(run())
+    return _run(run())
 
 
-_MEMBERS_LOOP = asyncio.new_event_loop()
 
 
 class Member:
@@ -90,7 +106,6 @@ class Member:
 
     def __init__(self, bootstrap: str, topic: str, group: str) -> None:
         from aiokafka import AIOKafkaConsumer
-        self.loop = _MEMBERS_LOOP
 
         async def start():  # aiokafka objects are made inside their loop
             consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group,
@@ -99,17 +114,17 @@ class Member:
             await consumer.start()
             return consumer
 
-        self.consumer = self.loop.run_until_complete(start())
+        self.consumer = _run(start())
 
     def poll(self, timeout_s: float = 0.2) -> list[Consumed]:
-        batches = self.loop.run_until_complete(self.consumer.getmany(timeout_ms=int(timeout_s * 1000)))
+        batches = _run(self.consumer.getmany(timeout_ms=int(timeout_s * 1000)))
         return [_consumed(m) for messages in batches.values() for m in messages]
 
     def assignment(self) -> set[int]:
         return {tp.partition for tp in self.consumer.assignment()}
 
     def commit(self) -> None:
-        self.loop.run_until_complete(self.consumer.commit())
+        _run(self.consumer.commit())
 
     def close(self) -> None:
-        self.loop.run_until_complete(self.consumer.stop())
+        _run(self.consumer.stop())
