@@ -114,3 +114,25 @@ $(SPARK_WORKER_VENV)/.installed: setup.cfg Makefile | $(VENV)/.installed-test
 spark-cluster: $(VENV)/.installed-test $(SPARK_WORKER_VENV)/.installed
 	$(VENV)/bin/python -m twisted_broker.spark.standalone --python $(SPARK_WORKER_VENV)/bin/python \
 	  --work-dir var/spark-cluster
+
+# tests/modern and bench/modern.py: today's Kafka clients against the modern listener (issue
+# 16). kafka-python, aiokafka and confluent-kafka come with the test extra (all make bench
+# needs); for make test, kcat is Debian's kafkacat and kafkajs comes from npm into tests/modern/js.
+.PHONY: modern-client-packages
+test: modern-client-packages tests/modern/js/node_modules/.installed
+
+modern-client-packages:
+	@missing=""; \
+	command -v kcat >/dev/null || missing+=" kafkacat"; \
+	command -v node >/dev/null || missing+=" nodejs"; \
+	command -v npm >/dev/null || missing+=" npm"; \
+	if [ -n "$$missing" ]; then \
+	  echo "apt-get install:$$missing"; \
+	  $(SUDO) apt-get update -qq; \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive \
+	    apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+tests/modern/js/node_modules/.installed: tests/modern/js/package.json tests/modern/js/package-lock.json | modern-client-packages
+	cd tests/modern/js && npm ci --no-audit --no-fund --loglevel=error
+	touch $@

@@ -9,6 +9,8 @@ from bench import broker_bench, client_bench, crc_bench, log_bench, webui_bench
 BENCHMARKS = {"crc": crc_bench.run, "log": log_bench.run, "broker": broker_bench.run, "client": client_bench.run}
 BENCHMARKS["webui"] = webui_bench.run
 BENCHMARKS["spark"] = lambda: __import__("bench.spark_bench", fromlist=["run"]).run()  # needs the spark extra
+# today's Kafka clients through the modern listener beside the 0.7 path (issue 16)
+BENCHMARKS["modern"] = lambda: __import__("bench.modern", fromlist=["run"]).run()
 # the comparison with RabbitMQ, ActiveMQ, Redis and NATS (their servers: the Makefile's peer-packages)
 BENCHMARKS["paper"] = lambda: __import__("bench.paper", fromlist=["run"]).run()
 

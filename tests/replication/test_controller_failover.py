@@ -45,7 +45,9 @@ def test_a_controller_killed_mid_failover_is_replaced_and_the_failover_finishes(
     record(request, faults_injected=2, messages_checked=len(before) + len(after))
     record_durations(request, "failover ctl kill", [took])
     assert took <= SESSION_TIMEOUT_S + 2, f"writes resumed {took:.2f} s after the controller was killed"
-    assert cluster.controller() == survivor
+    # the killed controller's node lasts until its session expires; the survivor takes over then
+    cluster.wait_for(lambda: cluster.controller() == survivor, timeout_s=SESSION_TIMEOUT_S + 2,
+                     what="the survivor to become controller")
     state = cluster.metadata("mid", via=survivor).topics[0].partitions[partition.partition]
     assert state.leader == survivor and state.leader_epoch > partition.leader_epoch
     assert committed(cluster, "mid", partition.partition, survivor) == before + after

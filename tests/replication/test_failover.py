@@ -76,8 +76,13 @@ def test_sigterm_moves_leadership_first_so_writes_resume_within_two_seconds(thre
     assert served_at - stopped_at <= 2.0, f"writes resumed after {served_at - stopped_at:.2f} s"
     cluster.brokers[old].process.wait(20)
     # at least once: a write the old leader appended while handing over is answered "not
-    # leader" (6) and sent again, yet may have reached the new leader too
-    found = committed(cluster, "c", 0, cluster.leaders("c")[0])
+    # leader" (6) and sent again, yet may have reached the new leader too. The new leader's high watermark moves past "after" once its ISR (the old leader out of
+    # it) has fetched it: until then a read stops before it
+    def both_committed():
+        found = committed(cluster, "c", 0, cluster.leaders("c")[0])
+        return found if len(found) > 1 else None
+
+    found = cluster.wait_for(both_committed, what='"after" to be committed on the new leader')
     assert found[0] == b"before" and set(found[1:]) == {b"after"}
 
 

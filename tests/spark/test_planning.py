@@ -102,6 +102,61 @@ def test_options_are_checked_with_their_names():
             ReadOptions.parse(bad)
 
 
+
+def test_a_replicated_partition_is_named_by_number_and_asks_its_leader_then_the_isr():
+    from twisted_broker.client.cluster import replicated_partitions
+    from twisted_broker.client.replicated_topics import ReplicatedTopic
+    from twisted_broker.wire.replication import PartitionMetadata
+    topic = ReplicatedTopic("t", (PartitionMetadata(0, 2, 4, (0, 1, 2, 3), (2, 3, 0)),
+                                  PartitionMetadata(1, -1, 5, (1,), ())),
+                            {0: ("h0", 90), 2: ("h2", 92), 3: ("h3", 93)})  # broker 1 is down
+    first, offline = replicated_partitions(topic)
+    assert (first.name, first.broker_id, first.host, first.port) == ("0", None, "h2", 92)
+    assert [replica.broker_id for replica in first.replicas] == [2, 3, 0]  # leader, ISR; broker 1 is not live
+    assert offline.replicas == ()
+    parsed = ReadOptions.parse({"zk.connect": "z", "topic": "t", "startingOffsets": '{"0": 5, "01": -2}',
+                                "failover.timeout.ms": "0"})
+    assert parsed.starting == {"0": 5, "1": -2} and parsed.failover_timeout_ms == 0
+
+
+
+class _Replicas:
+    """A consumer pool over fake replicas: ``answers[port]`` is a list of latest offsets, one
+    per Offsets request (None: connection refused)."""
+
+    def __init__(self, answers: dict[int, list[int | None]]) -> None:
+        self.answers, self.asked = answers, []
+
+    def get(self, host: str, port: int, *, connect_timeout_ms: int | None = None):
+        pool = self
+
+        class Consumer:
+            def get_offsets_before(self, topic, partition, time_ms, max_offsets):
+                pool.asked.append(port)
+                latest = pool.answers[port].pop(0)
+                if latest is None:
+                    raise ConnectionRefusedError(f"127.0.0.1:{port} refused")
+                return [latest, 0]
+        return Consumer()
+
+
+def test_offsets_are_asked_again_while_the_replica_answering_is_behind_the_offset_wanted():
+    from twisted_broker.client.cluster import ReplicatedPartition
+    from twisted_broker.spark.planning import replica_offsets
+    target = ReplicatedPartition(0, (BrokerPartition(2, 0, "h", 92), BrokerPartition(0, 0, "h", 90)))
+    pool, pauses = _Replicas({92: [None, None, None], 90: [100, 100, 250]}), []
+    clock = iter(range(100))
+    offsets = replica_offsets(pool, "t", target, at_least=200, timeout_ms=5000, clock=lambda: next(clock) / 10,
+                              sleep=pauses.append)
+    assert offsets.latest == 250 and pool.asked == [92, 90] * 3  # the dead leader, then the follower, thrice
+    assert pauses == [0.1, 0.2]
+    # behind for longer than the timeout: the last answer, for the caller to judge
+    pool = _Replicas({92: [None] * 9, 90: [100] * 9})
+    offsets = replica_offsets(pool, "t", target, at_least=200, timeout_ms=250, clock=lambda: next(clock) / 10,
+                              sleep=pauses.append)
+    assert offsets.latest == 100 and len(pool.asked) == 6
+
+
 # -- the ETL's recovery step, on files alone ------------------------------------------------
 
 def _etl(tmp_path, **options) -> EtlRun:

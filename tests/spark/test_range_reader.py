@@ -30,7 +30,7 @@ class _Broker:
         self.cut_at_boundaries = cut_at_boundaries  # as this project's broker answers
         self.starts = [offset for offset, _n, _m in iter_entries(data)] + [len(data)]
 
-    def __call__(self, host: str, port: int, socket_timeout_ms: int) -> "_Broker":
+    def __call__(self, host: str, port: int, socket_timeout_ms: int, connect_timeout_ms: int | None) -> "_Broker":
         return self
 
     def __enter__(self) -> "_Broker":
@@ -113,3 +113,72 @@ def test_a_range_deleted_meanwhile_is_out_of_range(monkeypatch):
     data = _log()
     with pytest.raises(OffsetOutOfRange, match="retention"):
         list(_read(monkeypatch, _Broker(data), len(data) + 10, len(data) + 50))
+
+
+class _Replica(_Broker):
+    """A replica of a replicated partition, as this project's broker serves one: it stops
+    answering (connection refused) after ``fetches`` fetches, and serves nothing past
+    ``high_watermark`` (an empty answer, no error)."""
+
+    def __init__(self, data: bytes, *, fetches: int | None = None, high_watermark: int | None = None) -> None:
+        super().__init__(data, cut_at_boundaries=True)
+        self.fetches, self.high_watermark = fetches, high_watermark
+
+    def fetch(self, request):
+        if self.fetches is not None and len(self.requests) >= self.fetches:
+            self.requests.append(request)
+            raise ConnectionRefusedError(f"connection to 127.0.0.1:{self.port} refused")
+        if self.high_watermark is not None and request.offset >= self.high_watermark:
+            self.requests.append(request)
+            return FetchedMessageSet(request, 0, b"")
+        return super().fetch(request)
+
+
+def _read_replicas(monkeypatch, replicas: dict[int, _Broker], start: int, end: int, failover_timeout_ms: int = 1000):
+    """A read of ``replicas`` (by port; broker id = port - 10) on a clock that moves 0.1 s per
+    look; returns the reader and the pauses it asked for."""
+    for port, replica in replicas.items():
+        replica.port = port
+    monkeypatch.setattr(range_reader, "SimpleConsumer", lambda host, port, **_timeouts: replicas[port])
+    pauses, clock = [], iter(range(1000))
+    reader = range_reader.read_replicas("t", 0, [(port - 10, "127.0.0.1", port) for port in replicas], start, end,
+                                        fetch_bytes=300, crc="fail", socket_timeout_ms=1000,
+                                        failover_timeout_ms=failover_timeout_ms, clock=lambda: next(clock) / 10,
+                                        sleep=pauses.append)
+    return reader, pauses
+
+
+def test_a_replica_that_stops_is_replaced_at_the_offset_reached(monkeypatch):
+    data = _log()
+    leader = _Replica(data, fetches=3)  # killed after three answers
+    behind = _Replica(data, high_watermark=len(data) // 2)  # a follower that has not learnt the HW
+    in_sync = _Replica(data)
+    reader, pauses = _read_replicas(monkeypatch, {10: leader, 11: behind, 12: in_sync}, 0, len(data))
+    got = _rows(reader)
+    assert got == [(o, n, bytes(m.payload)) for o, n, m in iter_messages(data)]  # each message once, in order
+    assert not pauses  # the third replica served at once
+    served = [r.offset for r in leader.requests[:3]]
+    # the follower took over exactly where the leader stopped, and the third where the follower's HW was
+    assert behind.requests[0].offset == leader.requests[3].offset > served[-1]
+    assert in_sync.requests[0].offset == behind.requests[-1].offset >= len(data) // 2
+
+
+def test_no_replica_serving_fails_after_the_failover_timeout_naming_each(monkeypatch):
+    data = _log()
+    down, behind = _Replica(data, fetches=0), _Replica(data, high_watermark=0)
+    reader, pauses = _read_replicas(monkeypatch, {10: down, 11: behind}, 0, len(data), failover_timeout_ms=500)
+    with pytest.raises(range_reader.ReplicasUnavailable,
+                       match=r"no replica served offsets \[0, \d+\) for 500 ms") as error:
+        list(reader)
+    assert "broker 0 (127.0.0.1:10): connection to 127.0.0.1:10 refused" in str(error.value)
+    assert "broker 1 (127.0.0.1:11): t partition 0: broker 1 answered nothing at offset 0" in str(error.value)
+    assert len(pauses) == 5 and all(0 < pause <= 0.5 for pause in pauses)  # a round every 0.1 s for 0.5 s
+
+
+def test_a_range_deleted_on_every_replica_fails_at_once(monkeypatch):
+    data = _log()
+    replicas = {10: _Replica(data), 11: _Replica(data)}
+    reader, pauses = _read_replicas(monkeypatch, replicas, len(data) + 10, len(data) + 50)
+    with pytest.raises(OffsetOutOfRange, match="retention"):
+        list(reader)
+    assert not pauses

@@ -34,6 +34,12 @@ class LeaderNotAvailable(ConnectionError):
     are offline). A ConnectionError: callers that retry a lost broker retry this too."""
 
 
+class ReplicasUnavailable(ConnectionError):
+    """No replica of a replicated topic's partition answered (each refused the connection,
+    timed out, or could not serve the offsets asked) within the caller's bound. A
+    ConnectionError, as LeaderNotAvailable."""
+
+
 class UnexpectedResponse(ValueError):
     """A broker's response does not fit its request (bad size, wrong count, stray bytes).
 

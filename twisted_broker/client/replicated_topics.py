@@ -99,6 +99,25 @@ def replicated_topic(metadata: Metadata, topic: str) -> ReplicatedTopic | None:
     raise UnexpectedResponse(f"the metadata answer does not name topic {topic}")
 
 
+def registered_replicated_topic(view, topic: str) -> ReplicatedTopic | None:
+    """The topic as ZooKeeper's ``/replication`` describes it, with the live brokers of
+    ``/brokers/ids``; None if it is not a replicated topic. ``view`` is a
+    registry.replication_view.ReplicationView (the caller opens it: no kazoo here). A
+    partition the controller has not elected yet has no leader and an empty ISR. Raises
+    ValueError for a node that does not decode, ZooKeeperUnavailable."""
+    assignment = view.assignment(topic)
+    if assignment is None:
+        return None
+    partitions = []
+    for partition, replicas in sorted(assignment.replicas.items()):
+        state = view.partition_state(topic, partition)
+        partitions.append(PartitionMetadata(partition, state.leader if state else NO_LEADER,
+                                            state.leader_epoch if state else -1, tuple(replicas),
+                                            tuple(state.isr) if state else ()))
+    brokers = {broker_id: (info.host, info.port) for broker_id, info in view.brokers().items()}
+    return ReplicatedTopic(topic, tuple(partitions), brokers)
+
+
 def request_metadata(connection: BrokerConnection, topics: Iterable[str]) -> Metadata | None:
     """Ask one broker; None if it is not ours (it closes the connection on type 103 and then
     accepts a new one). Raises ConnectionError (unreachable), TimeoutError, UnexpectedResponse."""

@@ -4,9 +4,11 @@
 module                 holds
 =====================  =======================================================================
 options                the data source's options, parsed and checked
-planning               driver side: partitions from ZooKeeper or broker.list, offsets, splits
+planning               driver side: partitions (0.7 or replicated) from ZooKeeper or broker.list,
+                       offsets, splits
 message_columns        fetched message sets as Arrow columns (pure, executor side)
-range_reader           one planned range read on an executor, fetching ahead of the decoder
+range_reader           one planned range read on an executor, fetching ahead of the decoder;
+                       a replicated one from the next replica when one stops
 decoders               payload decoders: json, text, package.module:function
 data_source            the PySpark 4 Python data source (imports pyspark)
 session                a SparkSession set up for this project (workers' Python, 127.0.0.1)

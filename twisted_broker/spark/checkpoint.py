@@ -10,8 +10,10 @@ Layout (``OUTPUT`` and ``CHECKPOINT`` are the command's ``--output`` and ``--che
                                          ``rename(2)``, so it appears whole or not at all
                                          (Spark's partition discovery turns both directory
                                          levels into columns and skips ``_tmp``)
-``CHECKPOINT/offsets.json``              the committed offsets, per ``<broker>-<partition>``,
-                                         and the run that committed them
+``CHECKPOINT/offsets.json``              the committed offsets, per ``<broker>-<partition>``
+                                         (per ``<partition>`` for a replicated topic: the
+                                         offset holds on every replica), and the run that
+                                         committed them
 ``CHECKPOINT/manifests/<run>.json``      a copy of each committed run's manifest
 ``CHECKPOINT/lock``                      held (flock) by the running ETL
 =======================================  ==================================================
@@ -54,7 +56,7 @@ class Checkpoint:
 
     topic: str
     run_id: str | None = None  # the run that committed them; None before the first
-    offsets: Mapping[str, int] = field(default_factory=dict)  # "<broker>-<partition>" -> offset
+    offsets: Mapping[str, int] = field(default_factory=dict)  # "<broker>-<partition>" or "<partition>" -> offset
     committed_at: str | None = None
 
     def to_json(self) -> dict[str, Any]:

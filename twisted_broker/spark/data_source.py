@@ -9,8 +9,9 @@ Options: options.py. Columns (the default schema):
 column          type       value
 ==============  =========  ==============================================================
 topic           string     the topic
-broker_id       int        the broker holding the partition
-partition       int        the partition on that broker
+broker_id       int        the broker holding the partition; null for a replicated topic,
+                           whose partition is the same bytes on every replica
+partition       int        the partition on that broker (a replicated topic's: 0..N-1)
 offset          bigint     the message's byte offset in the partition log; a compressed
                            wrapper's inner messages all report the wrapper's offset
 next_offset     bigint     where a consumer resumes after this message (spec 3.5): the
@@ -19,15 +20,20 @@ payload         binary     the message payload
 crc_valid       boolean    only with ``crc=mark``: the payload matches its CRC
 ==============  =========  ==============================================================
 
-Rows of one partition arrive in log order. A schema given with ``.schema(...)`` may name any
-of these columns (``broker_id`` and ``partition`` may be bigint) plus columns a decoder fills.
+Rows of one partition arrive in log order. A partition is identified by ``(broker_id,
+partition)`` for a 0.7 topic and by ``partition`` alone for a replicated topic (planning.py
+says why): a read after a leader change names and numbers its rows as before. A schema
+given with ``.schema(...)`` may name any of these columns (``broker_id`` and ``partition``
+may be bigint) plus columns a decoder fills.
 
 Where the work happens: Spark runs ``schema()`` and ``reader()``/``partitions()`` in Python
 workers on the driver, which plan with planning.py (ZooKeeper, Offsets requests, split
 probes); it pickles the reader and one ``BrokerRange`` per piece to the executors, whose
 ``read`` pulls the piece with a SimpleConsumer in ``fetch.size`` chunks and yields one Arrow
-RecordBatch per ``BATCH_BYTES`` of fetched messages (several fetches, concatenated). The
-classes are pickled by reference: executors import this package.
+RecordBatch per ``BATCH_BYTES`` of fetched messages (several fetches, concatenated). A piece
+of a replicated partition carries its replicas, leader first, and is read from the next one
+at the offset reached when one stops answering (range_reader.read_replicas). The classes are
+pickled by reference: executors import this package.
 """
 
 from __future__ import annotations
@@ -39,11 +45,12 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
+from twisted_broker.client.cluster import partition_name
 from twisted_broker.spark import planning
 from twisted_broker.spark.decoders import make_decoder
 from twisted_broker.spark.message_columns import MessageColumns
 from twisted_broker.spark.options import CRC_MARK, DECODER_NONE, DECODER_TEXT, OptionError, ReadOptions
-from twisted_broker.spark.range_reader import read_range
+from twisted_broker.spark.range_reader import Replica, read_range, read_replicas
 
 NAME = "twisted_broker"
 # Fetches (1 MiB by default, ~5,000 rows of 200 bytes) are concatenated into RecordBatches of
@@ -60,16 +67,18 @@ DEFAULT_COLUMNS = ("topic STRING, broker_id INT, partition INT, offset BIGINT, n
 
 
 class BrokerRange(InputPartition):
-    """One piece of a read: log offsets ``[start, end)`` of one broker-partition."""
+    """One piece of a read: log offsets ``[start, end)`` of one broker-partition, or of a
+    replicated partition (``broker_id`` None) held by ``replicas``, in the order to ask them."""
 
-    def __init__(self, topic: str, broker_id: int, partition: int, host: str, port: int,
-                 start: int, end: int) -> None:
-        super().__init__(f"{broker_id}-{partition}:{start}-{end}")
+    def __init__(self, topic: str, broker_id: int | None, partition: int, host: str, port: int,
+                 start: int, end: int, replicas: tuple[Replica, ...] = ()) -> None:
+        super().__init__(f"{partition_name(broker_id, partition)}:{start}-{end}")
         self.topic, self.broker_id, self.partition = topic, broker_id, partition
         self.host, self.port, self.start, self.end = host, port, start, end
+        self.replicas = replicas
 
     def __repr__(self) -> str:
-        return f"BrokerRange({self.topic} {self.broker_id}-{self.partition} [{self.start}, {self.end}))"
+        return f"BrokerRange({self.topic} {partition_name(self.broker_id, self.partition)} [{self.start}, {self.end}))"
 
 
 class TwistedBrokerDataSource(DataSource):
@@ -116,9 +125,14 @@ class TwistedBrokerReader(DataSourceReader):
 
     def partitions(self) -> list[BrokerRange]:
         topic = self.options.topic
-        return [BrokerRange(topic, piece.target.broker_id, piece.target.partition, piece.target.host,
-                            piece.target.port, piece.start, piece.end)
-                for piece in planning.plan_read(self.options)]
+        pieces = []
+        for piece in planning.plan_read(self.options):
+            target = piece.target
+            replicas = () if target.broker_id is not None else tuple(
+                (replica.broker_id, replica.host, replica.port) for replica in target.replicas)
+            pieces.append(BrokerRange(topic, target.broker_id, target.partition, target.host, target.port,
+                                      piece.start, piece.end, replicas))
+        return pieces
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, BrokerRange):
@@ -126,10 +140,17 @@ class TwistedBrokerReader(DataSourceReader):
         decoder = make_decoder(self.options.decoder, self.decoded_schema, self.options.decoder_errors)
         pending: list[MessageColumns] = []
         pending_bytes = 0
-        for columns in read_range(partition.topic, partition.broker_id, partition.partition, partition.host,
-                                  partition.port, partition.start, partition.end,
-                                  fetch_bytes=self.options.fetch_bytes, crc=self.options.crc,
-                                  socket_timeout_ms=self.options.socket_timeout_ms):
+        options = self.options
+        if partition.replicas:
+            fetched = read_replicas(partition.topic, partition.partition, partition.replicas, partition.start,
+                                    partition.end, fetch_bytes=options.fetch_bytes, crc=options.crc,
+                                    socket_timeout_ms=options.socket_timeout_ms,
+                                    failover_timeout_ms=options.failover_timeout_ms)
+        else:
+            fetched = read_range(partition.topic, partition.broker_id, partition.partition, partition.host,
+                                 partition.port, partition.start, partition.end, fetch_bytes=options.fetch_bytes,
+                                 crc=options.crc, socket_timeout_ms=options.socket_timeout_ms)
+        for columns in fetched:
             pending.append(columns)
             pending_bytes += columns.valid_bytes
             if pending_bytes >= BATCH_BYTES:
@@ -146,7 +167,7 @@ class TwistedBrokerReader(DataSourceReader):
             name = field.name
             if name == "topic":
                 array = pa.repeat(pa.scalar(piece.topic, field.type), count)
-            elif name == "broker_id":
+            elif name == "broker_id":  # null for a replicated partition: no one broker holds it
                 array = pa.repeat(pa.scalar(piece.broker_id, field.type), count)
             elif name == "partition":
                 array = pa.repeat(pa.scalar(piece.partition, field.type), count)

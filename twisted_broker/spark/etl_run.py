@@ -16,6 +16,16 @@ How a run works (file layout: checkpoint.py):
    run before it writes anything; ``--on-gap earliest`` starts at the earliest offset and
    records the gap in the manifest. Partitions in the checkpoint that no live broker holds
    keep their offsets (status ``unavailable``).
+
+   A replicated topic's partitions are keyed by number alone, ``"<partition>"``, in the
+   checkpoint and the manifests (planning.py): the committed offset of a partition is a
+   byte offset valid on every replica, so a run after a leader change (a kill -9 of the
+   leader between two runs, or during one) reads from exactly where the last committed run
+   stopped, on whichever replica serves it now. Keyed by the serving broker, the new
+   leader's key would have no checkpoint and be read again from ``--start``, and the old
+   one's stay ``unavailable``. The offsets are asked of the leader, or of the next replica
+   that answers when it does not (a follower's are at most as far: only committed data;
+   one behind the checkpoint is asked again for a while, planning.replica_offsets).
 4. **Write** the exact ranges (startingOffsets/endingOffsets as JSON, so a retried Spark task
    reads exactly the same bytes) into ``OUTPUT/_tmp/<run>/`` with Spark, with the Parquet
    settings of write_options.py (``--write-option KEY=VALUE`` overrides or adds).
@@ -54,9 +64,12 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from twisted_broker.spark import checkpoint as ckpt
 from twisted_broker.spark.checkpoint import Checkpoint, CheckpointError, CheckpointStore
-from twisted_broker.spark.options import DEFAULT_FETCH_BYTES, DEFAULT_SPLIT_BYTES
+from twisted_broker.spark.options import DEFAULT_FAILOVER_TIMEOUT_MS, DEFAULT_FETCH_BYTES, DEFAULT_SPLIT_BYTES
+from twisted_broker.client.cluster import partition_name
+from twisted_broker.client.consumer_stream import split_partition_name
+from twisted_broker.client.errors import ReplicasUnavailable
 from twisted_broker.spark.planning import (
-    BrokerPartition, Consumers, PlanningError, discover_partitions, partition_offsets,
+    Consumers, PlanningError, Target, discover_partitions, replica_offsets,
 )
 from twisted_broker.spark.spark_jobs import SparkProgress, is_spark_failure, root_cause
 from twisted_broker.spark.write_options import write_options
@@ -100,7 +113,7 @@ class PartitionPlan:
     start: int  # "from" in the manifest
     until: int
     gap: tuple[int, int] | None = None  # [from, until) deleted before it was loaded
-    target: BrokerPartition | None = None
+    target: Target | None = None
     messages: int = 0
     crc_failures: int = 0
 
@@ -243,8 +256,12 @@ class EtlRun:
             except PlanningError as exc:
                 raise EtlError(str(exc)) from None
             for target in targets:
-                offsets = partition_offsets(consumers.of(target), self.topic, target.partition)
                 start = committed.get(target.name)
+                try:
+                    offsets = replica_offsets(consumers, self.topic, target, at_least=start or 0,
+                                              timeout_ms=DEFAULT_FAILOVER_TIMEOUT_MS)
+                except ReplicasUnavailable as exc:
+                    raise EtlError(f"{self.topic}: {exc}; nothing was written") from None
                 if start is None:
                     start = offsets.earliest if self.start == "earliest" else offsets.latest
                 if start > offsets.latest:
@@ -264,7 +281,7 @@ class EtlRun:
         for name, offset in committed.items():
             if name not in plans:
                 plans[name] = PartitionPlan(name, UNAVAILABLE, offset, offset)
-        self.plans = [plans[name] for name in sorted(plans, key=_partition_key)]
+        self.plans = [plans[name] for name in sorted(plans, key=split_partition_name)]
         reading = [plan for plan in self.plans if plan.status == READ]
         self.say(f"run {self.run_id}: {self.topic}: {len(reading)} of {len(self.plans)} partitions have new "
                  f"messages, {sum(p.until - p.start for p in reading):,} bytes to load")
@@ -324,7 +341,7 @@ class EtlRun:
                                     F.sum(F.when(F.col("crc_valid"), 0).otherwise(1)).alias("crc_failures"),
                                     F.min("offset").alias("first"), F.max("next_offset").alias("end"))
                                .collect(), "reading back the output")
-            stats = {f"{row['broker_id']}-{row['partition']}": row.asDict() for row in rows}
+            stats = {partition_name(row["broker_id"], row["partition"]): row.asDict() for row in rows}
         for plan in self.plans:
             found = stats.pop(plan.name, None)
             if plan.status != READ:
@@ -361,11 +378,6 @@ class EtlRun:
         self.committed = self.committed.advanced_by(self.manifest, _now())
         self.store.commit(self.committed, self.manifest)
         self.say(f"run {self.run_id}: committed the checkpoint {self.store.offsets_path}")
-
-
-def _partition_key(name: str) -> tuple[int, int]:
-    broker, _, partition = name.partition("-")
-    return int(broker), int(partition)
 
 
 def _now() -> str:

@@ -4,11 +4,14 @@
 option              meaning
 ==================  ==========================================================================
 zk.connect          ZooKeeper of the cluster, ``host:port[,...][/chroot]``: brokers and
-                    partitions from ``/brokers/ids`` and ``/brokers/topics/<topic>`` (spec 5.2)
-broker.list         or the brokers themselves, ``id:host:port[,...]``; each broker's partition
-                    count is probed (a fetch beyond it answers WrongPartition)
+                    partitions from ``/brokers/ids`` and ``/brokers/topics/<topic>`` (spec 5.2),
+                    or a replicated topic's from ``/replication/topics/<topic>``
+broker.list         or the brokers themselves, ``id:host:port[,...]``; a Metadata request says
+                    whether the topic is replicated, else each broker's partition count is
+                    probed (a fetch beyond it answers WrongPartition)
 topic               the topic (required)
-startingOffsets     ``earliest`` (default), ``latest``, or JSON ``{"<broker>-<partition>": offset}``;
+startingOffsets     ``earliest`` (default), ``latest``, or JSON ``{"<broker>-<partition>": offset}``
+                    (``{"<partition>": offset}`` for a replicated topic, whatever broker leads);
                     in JSON, -2 means earliest and -1 latest; partitions it does not name start
                     at earliest
 endingOffsets       ``latest`` (default: the flushed end when the query is planned) or JSON;
@@ -25,6 +28,9 @@ decoder.errors      ``fail`` (default) or ``null``: what a payload the decoder r
 failOnDataLoss      ``true`` (default): a starting offset that retention has deleted fails the
                     query; ``false``: start at the earliest offset still there instead
 socket.timeout.ms   per request, for the planner and the executors (default 30000)
+failover.timeout.ms a replicated partition: how long an executor goes on trying its replicas
+                    when none serves the rest of its range, before it fails the task
+                    (default 30000; range_reader.py)
 ==================  ==========================================================================
 
 Spark hands the options over case-insensitively (keys lower-cased); an option this source does
@@ -38,6 +44,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from twisted_broker.client.broker_partition_info import parse_broker_list
+from twisted_broker.client.cluster import partition_name
+from twisted_broker.client.consumer_stream import split_partition_name
+from twisted_broker.client.replicated_topics import LEADERS
 from twisted_broker.errors import InvalidTopic
 from twisted_broker.storage.topic_name import check_topic_name
 
@@ -53,12 +62,16 @@ DEFAULT_FETCH_BYTES = 1 << 20  # 0.7's consumer default is 300 KiB; a bulk load 
 # it near a fifth and still splits a large partition for a cluster's cores.
 DEFAULT_SPLIT_BYTES = 256 << 20
 DEFAULT_SOCKET_TIMEOUT_MS = 30000
+# Above a ZooKeeper session timeout (6 s by default) plus an election: a range whose end the
+# followers' high watermark has not reached yet is served once a new leader is elected.
+DEFAULT_FAILOVER_TIMEOUT_MS = 30000
 DECODER_NONE, DECODER_JSON, DECODER_TEXT = "none", "json", "text"
 DECODER_ERRORS = ("fail", "null")
 MAX_FETCH_BYTES = 2**31 - 1  # the fetch request's max size is an int32
 
 _KNOWN = {"zk.connect", "broker.list", "topic", "startingoffsets", "endingoffsets", "fetch.size",
-          "split.size", "crc", "decoder", "decoder.errors", "failondataloss", "socket.timeout.ms"}
+          "split.size", "crc", "decoder", "decoder.errors", "failondataloss", "socket.timeout.ms",
+          "failover.timeout.ms"}
 _IGNORED = {"path"}  # Spark adds it when load() is given an argument
 
 # An offset spec: "earliest", "latest", or {partition name: offset or -2/-1}.
@@ -83,6 +96,7 @@ class ReadOptions:
     decoder_errors: str = "fail"
     fail_on_data_loss: bool = True
     socket_timeout_ms: int = DEFAULT_SOCKET_TIMEOUT_MS
+    failover_timeout_ms: int = DEFAULT_FAILOVER_TIMEOUT_MS
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> "ReadOptions":
@@ -121,6 +135,7 @@ class ReadOptions:
             decoder_errors=_choice(given, "decoder.errors", DECODER_ERRORS, "fail"),
             fail_on_data_loss=_choice(given, "failondataloss", ("true", "false"), "true") == "true",
             socket_timeout_ms=_int(given, "socket.timeout.ms", DEFAULT_SOCKET_TIMEOUT_MS, low=1),
+            failover_timeout_ms=_int(given, "failover.timeout.ms", DEFAULT_FAILOVER_TIMEOUT_MS, low=0),
         )
 
     @property
@@ -140,17 +155,19 @@ def parse_offset_spec(text: str, option: str) -> OffsetSpec:
         raise OptionError(f"{option} {text!r} is not {' or '.join(words)} or a JSON object") from None
     if not isinstance(value, dict):
         raise OptionError(f"{option} must be {' or '.join(words)} or a JSON object "
-                          '{"<broker>-<partition>": offset}')
+                          '{"<broker>-<partition>": offset} (or {"<partition>": offset}, replicated topics)')
     allowed = (EARLIEST_IN_JSON, LATEST_IN_JSON) if option == "startingOffsets" else (LATEST_IN_JSON,)
     offsets = {}
     for name, offset in value.items():
-        broker, dash, partition = str(name).partition("-")
-        if not (dash and broker.isdigit() and partition.isdigit()):
-            raise OptionError(f"{option}: {name!r} is not a partition name <broker>-<partition>")
+        try:
+            broker, partition = split_partition_name(str(name))
+        except ValueError:
+            raise OptionError(f"{option}: {name!r} is not a partition name <broker>-<partition> "
+                              "(or <partition>, of a replicated topic)") from None
         if isinstance(offset, bool) or not isinstance(offset, int) or (offset < 0 and offset not in allowed):
             raise OptionError(f"{option}: the offset of {name} is {offset!r}, not a byte offset"
                               f"{' (or ' + ', '.join(map(str, allowed)) + ')' if allowed else ''}")
-        offsets[f"{int(broker)}-{int(partition)}"] = offset
+        offsets[partition_name(None if broker == LEADERS else broker, partition)] = offset
     return offsets
 
 

@@ -7,6 +7,22 @@ How this works:
    nodes are ephemeral, so a broker that is down has no partitions here). With
    ``broker.list``, each broker's partition count is probed: one MultiFetch of empty fetches
    of partitions 0..63, repeated, until one answers WrongPartition.
+
+   A **replicated topic** (docs/replication.md) is not under ``/brokers/topics`` but under
+   ``/replication/topics/<topic>``: its partitions 0..N-1 each become one
+   ReplicatedPartition (client/cluster.py), whose live replicas are asked in order: the
+   leader, the other in-sync replicas, the rest. With ``broker.list`` a Metadata request
+   tells the two kinds apart first (client/replicated_topics.py; on a cluster whose
+   ``default.replication.factor`` is above 1 it creates an unknown topic, as a producer's
+   first request does).
+
+   **Its identity is the partition number alone**, never the broker that served it: byte
+   offsets are the same on every replica, so a range planned on one leader and read from
+   another after a failover is the same bytes. The rows' ``broker_id`` is null and
+   ``partition`` the topic's partition number; JSON offset maps (``startingOffsets``, and
+   so the ETL's checkpoint and manifests) name it ``"<partition>"`` (Kafka 0.8's naming,
+   as the group offsets of replicated topics), so a run after a leader change resumes at
+   the committed offset, not at a new broker's partition read from the start.
 2. **Offsets.** One Offsets request per partition, time -1 (latest) and a large maximum,
    answers every segment start and the flushed end, newest first (spec 4.4): the first is
    *latest*, the last *earliest*, and the ones between are message boundaries for free.
@@ -23,6 +39,15 @@ How this works:
    the reader of the range before it then finds an entry crossing its end and fails the
    query, saying to set ``split.size`` to 0. It never duplicates or drops a message.
 
+Offsets and split probes of a replicated partition go to its first replica that answers
+(``ask_replicas``): a leader killed a moment ago is still named in ZooKeeper until its
+session ends, and a follower answers up to its own high watermark, never past what is
+committed, so a plan made there is only shorter. A follower learns the leader's high
+watermark on its next fetch, so for a moment it may be behind an offset the leader already
+reported (an ETL checkpoint, an ``endingOffsets`` planned before the failover):
+``replica_offsets`` then asks again, pausing 0.1 s doubling to 1 s, for up to
+``failover.timeout.ms``, before such an offset is judged past the end.
+
 Everything here blocks (sockets, ZooKeeper) and runs on the driver, never on executors.
 """
 
@@ -30,16 +55,23 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterable, Iterator, Mapping
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
 from twisted_broker.client.cluster import (  # PROBE_BATCH, PROBE_LIMIT: kept importable from here
-    PROBE_BATCH, PROBE_LIMIT, BrokerPartition, ConsumerPool, PartitionProbeError, probe_partition_count,
-    registered_partitions,
+    PROBE_BATCH, PROBE_LIMIT, BrokerPartition, ConsumerPool, PartitionProbeError, ReplicatedPartition,
+    probe_partition_count, registered_partitions, replicated_partitions,
+)
+from twisted_broker.client.errors import ReplicasUnavailable
+from twisted_broker.client.replicated_consumer import LEADER_CONNECT_TIMEOUT_MS
+from twisted_broker.client.replicated_topics import (
+    LeaderBackoff, ReplicatedTopic, TopicMetadataCache, registered_replicated_topic,
 )
 from twisted_broker.client.simple_consumer import LATEST_TIME, SimpleConsumer
-from twisted_broker.errors import InvalidMessage
+from twisted_broker.errors import InvalidMessage, WrongPartition
 from twisted_broker.spark.options import (
     EARLIEST, EARLIEST_IN_JSON, LATEST, LATEST_IN_JSON, OffsetSpec, ReadOptions,
 )
@@ -52,6 +84,9 @@ MAX_SEGMENT_OFFSETS = 1_000_000  # "all of them": a partition has far fewer segm
 SPLIT_PROBE_BYTES = 64 * 1024  # the first look for a message start; fetch.size the second
 MIN_PROBE_BYTES = 512  # the smallest window tried when a broker refuses a probe
 ZK_TIMEOUT_S = 10.0
+
+Target = BrokerPartition | ReplicatedPartition  # a 0.7 broker-partition, or a replicated partition
+T = TypeVar("T")
 
 
 class PlanningError(ValueError):
@@ -73,9 +108,9 @@ class PartitionOffsets:
 
 @dataclass(frozen=True, order=True)
 class OffsetRange:
-    """Log offsets ``[start, end)`` of one broker-partition; both are message boundaries."""
+    """Log offsets ``[start, end)`` of one partition; both are message boundaries."""
 
-    target: BrokerPartition
+    target: Target
     start: int
     end: int
 
@@ -94,13 +129,23 @@ Consumers = ConsumerPool  # the planner's name for it: one SimpleConsumer per br
 # -- 1. partitions ---------------------------------------------------------------------------
 
 def discover_partitions(topic: str, consumers: Consumers, *, zk_connect: str | None = None,
-                        brokers: Mapping[int, tuple[str, int]] | None = None) -> list[BrokerPartition]:
-    """The topic's partitions on live brokers, sorted. Raises PlanningError if there are none,
+                        brokers: Mapping[int, tuple[str, int]] | None = None) -> list[Target]:
+    """The topic's partitions on live brokers, sorted: 0.7 broker-partitions, or a replicated
+    topic's partitions that have a live replica. Raises PlanningError if there are none,
     ConnectionError if ZooKeeper or a listed broker cannot be reached."""
     if zk_connect is not None:
         found = _registered_partitions(topic, zk_connect)
         if not found:
             raise PlanningError(f"topic {topic} is not registered by any live broker in ZooKeeper at {zk_connect}")
+        return found
+    def ask(_broker_id: int, address: tuple[str, int], name: str):
+        return consumers.get(*address, connect_timeout_ms=LEADER_CONNECT_TIMEOUT_MS).metadata((name,))
+
+    replicated = TopicMetadataCache(ask, lambda: sorted((brokers or {}).items())).topic(topic)
+    if replicated is not None:
+        found = _live(replicated)
+        if not found:
+            raise PlanningError(f"no replica of any partition of {topic} is live")
         return found
     found = []
     for broker_id, (host, port) in sorted((brokers or {}).items()):
@@ -114,11 +159,47 @@ def discover_partitions(topic: str, consumers: Consumers, *, zk_connect: str | N
     return found
 
 
-def _registered_partitions(topic: str, zk_connect: str) -> list[BrokerPartition]:
+def _registered_partitions(topic: str, zk_connect: str) -> list[Target]:
     # kazoo lives behind registry/: imported here so executors and broker.list users never load it.
-    from twisted_broker.registry.cluster_view import ClusterView
-    with ClusterView(zk_connect, timeout_s=ZK_TIMEOUT_S) as view:
+    from twisted_broker.registry.replication_view import ReplicationView
+    with ReplicationView(zk_connect, timeout_s=ZK_TIMEOUT_S) as view:
+        try:
+            replicated = registered_replicated_topic(view, topic)
+        except ValueError as exc:
+            raise PlanningError(f"topic {topic}: {exc}") from None
+        if replicated is not None:
+            return _live(replicated)
         return registered_partitions(view, topic)
+
+
+def _live(topic: ReplicatedTopic) -> list[ReplicatedPartition]:
+    found = replicated_partitions(topic)
+    offline = [target.name for target in found if not target.replicas]
+    if offline:  # as a 0.7 broker that is down: its partitions are not read now
+        log.warning("%s: partitions %s have no live replica; they are not read", topic.topic, ", ".join(offline))
+    return [target for target in found if target.replicas]
+
+
+def ask_replicas(consumers: Consumers, target: Target, call: Callable[[SimpleConsumer], T]) -> T:
+    """``call(consumer)`` on the first of ``target``'s replicas that answers: one try each.
+
+    A 0.7 partition has one; its errors are raised as they are. For a replicated partition, a
+    replica that cannot be reached or holds no replica any more (WrongPartition) is passed
+    over; raises ReplicasUnavailable naming each one's failure when none answers. A replica's
+    connection is given LEADER_CONNECT_TIMEOUT_MS, not the socket timeout: the port of a
+    leader killed a moment ago refuses at once, and retrying it would only wait.
+    """
+    if isinstance(target, BrokerPartition):
+        return call(consumers.of(target))
+    failures = []
+    for replica in target.replicas:
+        try:
+            return call(consumers.get(replica.host, replica.port, connect_timeout_ms=LEADER_CONNECT_TIMEOUT_MS))
+        except (OSError, WrongPartition) as exc:  # ConnectionError, TimeoutError included
+            log.info("partition %s: broker %d does not answer (%s); asking the next replica",
+                     target.name, replica.broker_id, exc)
+            failures.append(f"broker {replica.broker_id} ({replica.host}:{replica.port}): {exc}")
+    raise ReplicasUnavailable(f"no replica of partition {target.name} answered: {'; '.join(failures)}")
 
 
 # -- 2. offsets ------------------------------------------------------------------------------
@@ -130,6 +211,36 @@ def partition_offsets(consumer: SimpleConsumer, topic: str, partition: int) -> P
         raise PlanningError(f"broker {consumer.host}:{consumer.port} reports no offsets for {topic}-{partition}")
     ascending = sorted(set(offsets))
     return PartitionOffsets(earliest=ascending[0], latest=ascending[-1], segment_starts=tuple(ascending[:-1]))
+
+
+def replica_offsets(consumers: Consumers, topic: str, target: Target, *, at_least: int = 0,
+                    timeout_ms: int = 0, clock: Callable[[], float] = time.monotonic,
+                    sleep: Callable[[float], None] = time.sleep) -> PartitionOffsets:
+    """The partition's offsets from its first replica that answers (``ask_replicas``).
+
+    For a replicated partition whose answer ends before ``at_least`` (a follower's high
+    watermark behind the leader's for a moment), asked again with pauses for up to
+    ``timeout_ms``; the last answer is returned, for the caller to judge. Raises as
+    ask_replicas.
+    """
+    def ask() -> PartitionOffsets:
+        return ask_replicas(consumers, target, lambda consumer: partition_offsets(consumer, topic, target.partition))
+
+    offsets = ask()
+    if isinstance(target, BrokerPartition) or offsets.latest >= at_least:
+        return offsets
+    deadline, backoff = clock() + timeout_ms / 1000, LeaderBackoff(100, 1000)
+    while offsets.latest < at_least and (remaining := deadline - clock()) > 0:
+        log.info("%s partition %s: the replica answering ends at %d, before offset %d; asking again",
+                 topic, target.name, offsets.latest, at_least)
+        sleep(backoff.next_pause_s(remaining))
+        offsets = ask()
+    return offsets
+
+
+def _given_offset(spec: OffsetSpec, name: str) -> int:
+    """The byte offset a JSON spec gives ``name`` (0 for none, earliest or latest)."""
+    return max(spec.get(name, 0), 0) if isinstance(spec, dict) else 0
 
 
 def resolve_offset(spec: OffsetSpec, name: str, offsets: PartitionOffsets, *, default: int) -> int:
@@ -161,7 +272,9 @@ def plan_ranges(options: ReadOptions, consumers: Consumers) -> list[OffsetRange]
         found = [target for target in found if target.name in options.ending]
     ranges = []
     for target in found:
-        offsets = partition_offsets(consumers.of(target), options.topic, target.partition)
+        offsets = replica_offsets(consumers, options.topic, target, timeout_ms=options.failover_timeout_ms,
+                                  at_least=max(_given_offset(options.starting, target.name),
+                                               _given_offset(options.ending, target.name)))
         start = resolve_offset(options.starting, target.name, offsets, default=offsets.earliest)
         end = resolve_offset(options.ending, target.name, offsets, default=offsets.latest)
         if start < offsets.earliest:
@@ -258,16 +371,19 @@ def probe_message_start(consumer: SimpleConsumer, topic: str, partition: int, ta
 def plan_splits(options: ReadOptions, ranges: list[OffsetRange], consumers: Consumers) -> list[OffsetRange]:
     """Every non-empty range, split per ``options.split_bytes``; in partition order."""
     pieces = []
+    probes = sorted({min(SPLIT_PROBE_BYTES, options.fetch_bytes), options.fetch_bytes})
     for whole in ranges:
         if not whole.size_bytes:
             continue
-        consumer = consumers.of(whole.target)
-        segment_starts: tuple[int, ...] = ()
-        if options.split_bytes and whole.size_bytes > options.split_bytes:
-            segment_starts = partition_offsets(consumer, options.topic, whole.target.partition).segment_starts
-        probes = sorted({min(SPLIT_PROBE_BYTES, options.fetch_bytes), options.fetch_bytes})
-        pieces += split_range(consumer, options.topic, whole, split_bytes=options.split_bytes,
-                              probe_bytes=probes, segment_starts=segment_starts)
+
+        def split(consumer: SimpleConsumer, whole: OffsetRange = whole) -> list[OffsetRange]:
+            segment_starts: tuple[int, ...] = ()
+            if options.split_bytes and whole.size_bytes > options.split_bytes:
+                segment_starts = partition_offsets(consumer, options.topic, whole.target.partition).segment_starts
+            return split_range(consumer, options.topic, whole, split_bytes=options.split_bytes,
+                               probe_bytes=probes, segment_starts=segment_starts)
+
+        pieces += ask_replicas(consumers, whole.target, split)
     return pieces
 
 

@@ -26,20 +26,38 @@ a new fetch thread after it:
   than ``fetch.size`` was left, a range end that is not a message start (NotAMessageBoundary:
   a false split point, see planning.py).
 
-Blocking I/O, no Spark: the data source calls ``read_range`` from ``read``.
+A replicated partition's range (``read_replicas``) is read from its replicas in the planned
+order (leader, in-sync replicas, the others). Offsets are the same bytes on every replica,
+so when the one being read stops answering (connection refused or lost, a timeout) or cannot
+serve the range (WrongPartition: it holds no replica any more; OffsetOutOfRange; an empty
+answer below the range's end: its high watermark is behind, as a new leader's is for a
+moment) the read goes on *at the offset it reached* on the next one: the rows already handed
+over are not read again and none is skipped. After a round in which none served, it pauses
+(0.1 s doubling to 1 s) and tries the round again, until ``failover_timeout_ms`` passed
+without progress; then ReplicasUnavailable names each replica's last failure and the task
+fails. A replica's connection is given LEADER_CONNECT_TIMEOUT_MS (1 s), not the socket
+timeout, since a dead broker's port refuses at once and BrokerConnection retries a refusal
+until its connect timeout; a connection that hangs once open costs ``socket.timeout.ms``.
+
+Blocking I/O, no Spark: the data source calls ``read_range`` or ``read_replicas`` from ``read``.
 """
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator, Sequence
 
 import pyarrow as pa
 
+from twisted_broker.client.errors import ReplicasUnavailable
 from twisted_broker.client.fetched_message_set import FetchedMessageSet
+from twisted_broker.client.replicated_consumer import LEADER_CONNECT_TIMEOUT_MS
+from twisted_broker.client.replicated_topics import LeaderBackoff
 from twisted_broker.client.simple_consumer import SimpleConsumer
-from twisted_broker.errors import InvalidFetchSize, InvalidMessage, OffsetOutOfRange
+from twisted_broker.errors import InvalidFetchSize, InvalidMessage, OffsetOutOfRange, WrongPartition
 from twisted_broker.spark import planning
 from twisted_broker.spark.message_columns import MessageColumns, decode_message_set
 from twisted_broker.spark.options import CRC_MARK
@@ -47,11 +65,23 @@ from twisted_broker.wire.message_set import valid_bytes
 from twisted_broker.wire.requests import FetchRequest
 from twisted_broker.wire.responses import NO_ERROR
 
+log = logging.getLogger(__name__)
+
 PREFETCH_DEPTH = 2  # fetched chunks waiting to be decoded, at most (memory: 2 x fetch.size)
+Replica = tuple[int, str, int]  # broker id, host, port
 
 
 class NotAMessageBoundary(InvalidMessage):
     """A range ends inside a message: its split point was not a real message start."""
+
+
+class NothingServed(OffsetOutOfRange):
+    """The broker answered nothing, without an error, before the range's end: a replica
+    whose high watermark is behind the planned end (or a log replaced under the query)."""
+
+
+# What makes read_replicas go on with the next replica rather than fail the task.
+_REPLICA_REFUSALS = (OSError, WrongPartition, OffsetOutOfRange)
 
 
 class _Done:
@@ -124,18 +154,22 @@ class _FetchAhead:
 
 
 def read_range(topic: str, broker_id: int, partition: int, host: str, port: int, start: int, end: int, *,
-               fetch_bytes: int, crc: str, socket_timeout_ms: int) -> Iterator[MessageColumns]:
+               fetch_bytes: int, crc: str, socket_timeout_ms: int, connect_timeout_ms: int | None = None,
+               where: str | None = None) -> Iterator[MessageColumns]:
     """``[start, end)`` of ``topic`` partition ``partition`` on broker ``broker_id`` at
     ``host:port``: one MessageColumns per fetch, in log order.
 
-    Raises OffsetOutOfRange (retention deleted the range meanwhile), InvalidFetchSize,
-    NotAMessageBoundary, and the InvalidMessage errors of message_columns, each naming the
-    topic and partition.
+    Raises OffsetOutOfRange (retention deleted the range meanwhile; NothingServed: the broker
+    answered nothing before ``end``), InvalidFetchSize, NotAMessageBoundary, and the
+    InvalidMessage errors of message_columns, each naming the topic and partition (as
+    ``where`` says, by default ``<topic> <broker>-<partition>``). The connection is retried
+    for ``connect_timeout_ms`` (default: ``socket_timeout_ms``).
     """
-    where = f"{topic} {broker_id}-{partition}"
+    where = where or f"{topic} {broker_id}-{partition}"
     offset = start
     walk = False  # until an answer ends in a partial entry
-    with SimpleConsumer(host, port, socket_timeout_ms=socket_timeout_ms) as consumer:
+    with SimpleConsumer(host, port, socket_timeout_ms=socket_timeout_ms,
+                        connect_timeout_ms=connect_timeout_ms) as consumer:
         while offset < end:
             ahead = _FetchAhead(consumer, topic, partition, offset, end, fetch_bytes, walk)
             unusual = None
@@ -159,6 +193,52 @@ def read_range(topic: str, broker_id: int, partition: int, host: str, port: int,
             if unusual is not None:  # handled here, on the same connection
                 offset = yield from _unusual_answer(consumer, unusual, fetch_offset, end, fetch_bytes=fetch_bytes,
                                                     crc=crc, where=where, broker_id=broker_id)
+
+
+def read_replicas(topic: str, partition: int, replicas: Sequence[Replica], start: int, end: int, *,
+                  fetch_bytes: int, crc: str, socket_timeout_ms: int, failover_timeout_ms: int,
+                  clock: Callable[[], float] = time.monotonic,
+                  sleep: Callable[[float], None] = time.sleep) -> Iterator[MessageColumns]:
+    """``[start, end)`` of a replicated topic's ``partition``, from the first of ``replicas``
+    (``(broker id, host, port)``, in the order to ask them) that serves it, going on at the
+    offset reached on the next one when it stops (module docstring): one MessageColumns per
+    fetch, in log order, each message once.
+
+    Raises ReplicasUnavailable after ``failover_timeout_ms`` without progress; OffsetOutOfRange
+    at once when every replica reports the offset deleted (retention); otherwise as read_range.
+    """
+    offset = start
+    failures: dict[int, str] = {}
+    backoff = LeaderBackoff(100, 1000)
+    deadline = None
+    while True:
+        deleted = []
+        for broker_id, host, port in replicas:
+            try:
+                for columns in read_range(topic, broker_id, partition, host, port, offset, end,
+                                          fetch_bytes=fetch_bytes, crc=crc, socket_timeout_ms=socket_timeout_ms,
+                                          connect_timeout_ms=LEADER_CONNECT_TIMEOUT_MS,
+                                          where=f"{topic} partition {partition}"):
+                    if columns.num_rows:
+                        offset = columns.next_offset[-1].as_py()  # a message boundary: where to go on
+                        deadline = None
+                        backoff.reset()
+                    yield columns
+                return
+            except _REPLICA_REFUSALS as exc:
+                if isinstance(exc, OffsetOutOfRange) and not isinstance(exc, NothingServed):
+                    deleted.append(exc)
+                failures[broker_id] = f"broker {broker_id} ({host}:{port}): {exc}"
+                log.info("%s partition %d at offset %d: %s; trying the next replica", topic, partition, offset, exc)
+        if len(deleted) == len(replicas):
+            raise deleted[0]
+        now = clock()
+        deadline = now + failover_timeout_ms / 1000 if deadline is None else deadline
+        if now >= deadline:
+            raise ReplicasUnavailable(
+                f"{topic} partition {partition}: no replica served offsets [{offset}, {end}) for "
+                f"{failover_timeout_ms} ms (failover.timeout.ms): {'; '.join(failures.values())}")
+        sleep(backoff.next_pause_s(deadline - now))
 
 
 def _decode(fetched: FetchedMessageSet, offset: int, crc: str, where: str) -> MessageColumns:
@@ -185,7 +265,7 @@ def _unusual_answer(consumer: SimpleConsumer, fetched: FetchedMessageSet, offset
                              pa.nulls(1, pa.binary()), pa.array([False]), crc_failures=1)
         return following
     if not fetched.message_set:
-        raise OffsetOutOfRange(f"{where}: broker {broker_id} answered nothing at offset {offset}, before the "
+        raise NothingServed(f"{where}: broker {broker_id} answered nothing at offset {offset}, before the "
                                f"planned end {end}")
     if end - offset < fetch_bytes:
         raise NotAMessageBoundary(end, f"{where}: a message starting before offset {end} runs past it, so a split "
