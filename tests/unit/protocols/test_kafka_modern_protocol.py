@@ -192,3 +192,18 @@ def test_find_coordinator_names_this_broker_without_zookeeper(factory):
     group, transaction = [decode_response(FIND_COORDINATOR, 1, frame)[1] for frame in peer.responses()]
     assert (group["error_code"], group["node_id"], group["host"], group["port"]) == (0, 3, "broker.example", 9094)
     assert transaction["error_code"] == 15  # no transactions: no transaction coordinator
+
+
+def test_metadata_v0_with_no_topics_lists_every_topic_and_v1_with_none_lists_none(factory):
+    from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+
+    peer = Peer(factory)
+    fresh = MetadataRequest[1](topics=["made"]).encode()
+    peer.send(struct.pack(">ihhih", 10 + len(fresh), 3, 1, 1, -1) + fresh)  # auto-created
+    every = MetadataRequest[0](topics=[]).encode()
+    none = MetadataRequest[1](topics=[]).encode()
+    peer.send(struct.pack(">ihhih", 10 + len(every), 3, 0, 2, -1) + every
+              + struct.pack(">ihhih", 10 + len(none), 3, 1, 3, -1) + none)
+    _created, v0, v1 = peer.responses()
+    assert [t[1] for t in MetadataResponse[0].decode(v0[4:]).topics] == ["made"]
+    assert MetadataResponse[1].decode(v1[4:]).topics == []
