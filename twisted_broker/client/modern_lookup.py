@@ -67,6 +67,10 @@ class ModernLookup:
         self._sockets: dict[Address, socket.socket] = {}
         self._correlation_id = 0
 
+    @property
+    def has_listeners(self) -> bool:
+        return bool(self._bootstrap)
+
     def close(self) -> None:
         for sock in self._sockets.values():
             sock.close()

@@ -9,9 +9,9 @@ cannot be known shows ``-``: no committed offset yet, a broker that is down.
 
 A group of Kafka clients (consumers with a group id on the modern listener) commits at the
 same paths, but modern offsets, and registers no ``ids`` node: that tells the two kinds
-apart. Its LOGSIZE is the partition's modern end (ListOffsets latest from the leader's modern
-listener, client/modern_lookup.py), its LAG ``modern end - committed`` in records, as Kafka's
-clients count it, and its OWNER the member the coordinator assigned the partition to (none
+apart (where brokers have modern listeners at all). Its LOGSIZE is the partition's modern end (ListOffsets latest from the leader's modern
+listener, client/modern_lookup.py), its LAG ``modern end - committed``, as Kafka's clients
+count it (offsets, which here are nearly byte positions: docs/kafka-protocol.md §2), and its OWNER the member the coordinator assigned the partition to (none
 unless the group is Stable).
 
 ``reset-offsets`` writes a group's offsets of one topic to the earliest or latest offset, or
@@ -76,7 +76,9 @@ def group_rows(view, consumers: cluster.Consumers, lookup: ModernLookup, group: 
     committed = view.offsets(group, topic)
     owners = view.owners(group, topic)
     names = sorted(set(modern) | set(committed) | set(owners), key=_partition_key)
-    if view.has_consumer_registry(group):
+    # Without modern listeners there are no Kafka clients' groups: offsets written by hand or
+    # by reset-offsets are a 0.7 group's.
+    if view.has_consumer_registry(group) or not lookup.has_listeners:
         latest = {name: _latest_offset(consumers, view.brokers(), replicated, topic, name) for name in names}
     else:
         ends = lookup.latest((topic, number) for number in modern.values())

@@ -1,5 +1,6 @@
 """groups' rows (ConsumerOffsetChecker) from a fake registry and fake brokers."""
 
+from twisted_broker.client.modern_lookup import ModernLookup
 from twisted_broker.registry.paths import BrokerInfo
 from twisted_broker.tools.groups import HEADER, group_rows
 from twisted_broker.tools.table import format_table
@@ -53,7 +54,7 @@ def test_a_row_per_partition_registered_committed_or_owned():
                     offsets={"0-0": 100, "10-0": 5, "2-3": 7},  # 2-3: a partition since removed
                     owners={"0-1": "g_a-0"})
     consumers = FakeConsumers({1: FakeConsumer({0: 150, 1: 40})})
-    rows = group_rows(view, consumers, None, "g", "t")
+    rows = group_rows(view, consumers, ModernLookup([]), "g", "t")
     # Sorted as numbers: 0-0, 0-1, 2-3, 10-0 (0.7's string sort would put 10-0 before 2-3).
     assert rows == [
         ("g", "t", "0-0", 100, 150, 50, "none"),
@@ -69,7 +70,7 @@ def test_a_row_per_partition_registered_committed_or_owned():
 
 def test_a_partition_the_broker_no_longer_answers_for_is_unknown():
     view = FakeView({0: 1}, {0: BrokerInfo(0, "c", "h", 1)}, {"0-0": 3}, {})
-    rows = group_rows(view, FakeConsumers({1: FakeConsumer({})}), None, "g", "t")
+    rows = group_rows(view, FakeConsumers({1: FakeConsumer({})}), ModernLookup([]), "g", "t")
     assert rows == [("g", "t", "0-0", 3, "-", "-", "none")]
 
 

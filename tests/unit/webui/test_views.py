@@ -87,7 +87,7 @@ def test_group_page_computes_lag_in_bytes_per_partition():
     state = GroupState("g", consumers={"g_a": consumer("g_a", b'{ "orders": 1 }')},
                        owners={"orders": {"0-0": "g_a-0", "0-1": "g_a-0", "1-0": "g_a-0"}},
                        offsets={"orders": {"0-0": 100, "1-0": 40}})
-    latest = {("orders", 0, 0): 150, ("orders", 0, 1): 0, ("orders", 1, 0): None}
+    latest = {("orders", "0-0"): 150, ("orders", "0-1"): 0, ("orders", "1-0"): None}
     page = group_page(state, topics=TOPICS, topic_brokers=topic_brokers, latest=latest, samples=[], now_s=0)
     rows = {row["partition"]: row for row in page["partitions"]}
     assert rows["0-0"] == {**rows["0-0"], "committed": 100, "latest": 150, "lag": 50, "owner_live": True,
