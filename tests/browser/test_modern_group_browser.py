@@ -8,6 +8,7 @@ import pytest
 
 from tests.integration.conftest import BrokerProcess, new_chroot
 from tests.integration.polling import wait_for
+from tests.integration.test_modern_group_views import kind_shown
 from tests.integration.test_webui import ConsoleProcess
 
 pytestmark = pytest.mark.browser
@@ -35,6 +36,8 @@ def test_the_members_and_lag_of_a_kafka_clients_group(zookeeper, tmp_path, watch
         member_id = member._coordinator._generation.member_id  # noqa: SLF001 (kafka-python keeps it there)
         console = ConsoleProcess(tmp_path / "console", zk_connect, "--refresh", "1",
                                  "--lag-sample-interval", "1").start()
+        wait_for(lambda: kind_shown(console, "kg") == "kafka",
+                 "the console to read the group and the listeners from the registry")
         page = watched.page
         page.goto(f"http://127.0.0.1:{console.port}/groups")
         page.wait_for_selector("#groups")

@@ -11,6 +11,7 @@ from kafka.admin import NewTopic
 from tests.integration.modern_listener import admin, start_with_listener
 from tests.integration.polling import wait_for
 from tests.integration.test_cli_groups import group_rows
+from tests.integration.test_cli_produce_consume import assert_one_line_error, run_cli
 from tests.integration.test_webui import ConsoleProcess, metric_families
 
 OLD, REPLICATED = "old", "rep"
@@ -24,6 +25,12 @@ def produce(port: int, topic: str, partitions: int, count: int) -> dict[TopicPar
     producer.flush()
     producer.close()
     return {TopicPartition(topic, m.partition): m.offset + 1 for m in (future.get(10) for future in sent)}
+
+
+def kind_shown(console, group: str) -> str | None:
+    """The group's kind on the console: "kafka" once it has read the group and the listeners."""
+    response = console.get(f"/api/groups/{group}")
+    return response.json()["kind"] if response.status == 200 else None
 
 
 def test_a_kafka_clients_group_shows_its_members_offsets_and_lag_in_records(broker_factory, zk_connect, tmp_path):
@@ -58,9 +65,13 @@ def test_a_kafka_clients_group_shows_its_members_offsets_and_lag_in_records(brok
         expected = [["kg", topic, names[(topic, p)], str(committed[(topic, p)]), str(ends[(topic, p)]),
                      str(lags[(topic, p)]), member_id] for topic, p in sorted(names)]
         assert group_rows(zk_connect, "--group", "kg") == expected
+        assert_one_line_error(run_cli("reset-offsets", "--zk", zk_connect, "--group", "kg", "--topic", OLD,
+                                      "--to", "earliest"), 1, "group kg is a group of Kafka clients")
 
-        # The console: the group, its member and partitions, its lag in records.
+        # The console: the group, its member and partitions, its lag.
         console.start()
+        wait_for(lambda: kind_shown(console, "kg") == "kafka",
+                 "the console to read the group and the listeners from the registry")
         page = console.api("/api/groups/kg")
         assert (page["kind"], page["lag_unit"], page["coordinator_state"]) == ("kafka", "offsets", "Stable")
         assert page["health"] == {"status": "ok", "problems": []}
@@ -86,6 +97,15 @@ def test_a_kafka_clients_group_shows_its_members_offsets_and_lag_in_records(brok
         page = console.api("/api/groups/kg")
         assert (page["coordinator_state"], page["health"]["status"], page["members"]) == ("Empty", "stopped", [])
         assert {row["owner"] for row in page["partitions"]} == {None}
+
+        # A 0.7 group on the replicated topic: partitions 0..2 in order, 0.7's latest offset
+        # (the byte end) from each leader's 0.7 port, lag in bytes.
+        consumed = run_cli("consume", "--zk", zk_connect, "--topic", REPLICATED, "--group", "g07", "--max-messages", 12)
+        assert consumed.returncode == 0, consumed.stderr.decode()
+        rows = group_rows(zk_connect, "--group", "g07")
+        assert [row[2] for row in rows] == ["0", "1", "2"]
+        assert all(row[3] == row[4] != "-" and row[5] == "0" for row in rows), rows
+        assert all(int(row[4]) > ends[(REPLICATED, int(row[2]))] for row in rows)  # bytes, past the modern end
     finally:
         member.close()
         console.stop()

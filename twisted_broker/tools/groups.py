@@ -9,10 +9,12 @@ cannot be known shows ``-``: no committed offset yet, a broker that is down.
 
 A group of Kafka clients (consumers with a group id on the modern listener) commits at the
 same paths, but modern offsets, and registers no ``ids`` node: that tells the two kinds
-apart (where brokers have modern listeners at all). Its LOGSIZE is the partition's modern end (ListOffsets latest from the leader's modern
-listener, client/modern_lookup.py), its LAG ``modern end - committed``, as Kafka's clients
-count it (offsets, which here are nearly byte positions: docs/kafka-protocol.md §2), and its OWNER the member the coordinator assigned the partition to (none
-unless the group is Stable).
+apart (where brokers have modern listeners at all). Its LOGSIZE is the partition's modern
+end (ListOffsets latest from the leader's modern listener, client/modern_lookup.py), its LAG
+``modern end - committed``, as Kafka's clients count it (offsets, which here are nearly byte
+positions: docs/kafka-protocol.md §2), and its OWNER the member the coordinator assigned the
+partition to (none unless the group is Stable). ``reset-offsets`` refuses such a group: it
+writes 0.7's offsets.
 
 ``reset-offsets`` writes a group's offsets of one topic to the earliest or latest offset, or
 the start of the newest segment written before a time (0.7's offset import tools). It refuses
@@ -137,6 +139,10 @@ def run(args: argparse.Namespace) -> int:
 
 def run_reset(args: argparse.Namespace) -> int:
     with cluster.cluster_view(args.zk) as view, cluster.Consumers() as consumers:
+        if (args.group in view.groups() and not view.has_consumer_registry(args.group)
+                and view.modern_listeners()):
+            raise CommandError(f"group {args.group} is a group of Kafka clients, whose offsets are modern "
+                               "offsets: reset them with a Kafka client through the modern listener")
         live = view.consumer_ids(args.group)
         owners = view.owners(args.group, args.topic)
         if live or owners:

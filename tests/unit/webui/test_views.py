@@ -147,6 +147,7 @@ def test_a_kafka_clients_group_takes_owners_and_health_from_its_coordinator():
     assert page["lag"] == {"total": 2, "complete": False}
     assert [m["partitions"] for m in page["members"]] == [{"orders": [0, 2]}, {"orders": [1]}]
     rebalancing = _kafka_group_page(GroupMembers("PreparingRebalance", ()))
-    assert rebalancing["health"] == {"status": "unbalanced", "problems": ["the group is rebalancing (PreparingRebalance)"]}
+    assert rebalancing["health"] == {"status": "unbalanced",
+                                     "problems": ["the group is rebalancing (PreparingRebalance)"]}
     assert _kafka_group_page(GroupMembers("Empty"))["health"]["status"] == "stopped"
     assert _kafka_group_page(None)["health"]["status"] == "stopped"  # no coordinator answered
