@@ -208,12 +208,15 @@ class AdminSite:
                                             if entry.subscription is not None
                                             for topic in _safe_topic_counts(entry.subscription, topics)})
         latest = await self._model.group_latest(state, shown)
+        members = await self._model.group_members(state)
         return views.group_page(state, topics=topics, topic_brokers=cluster.topic_brokers, latest=latest,
-                                samples=self._model.history.samples(group), now_s=self._clock.seconds())
+                                samples=self._model.history.samples(group), now_s=self._clock.seconds(),
+                                partition_names=lambda topic: list(cluster.modern_partitions(topic)),
+                                members=members)
 
     def _admin_form(self, request, data: dict[str, Any]) -> dict[str, Any]:
         return {"csrf_field": CSRF_FIELD, "csrf_token": self._csrf.token_for(request),
-                "topics": data["topics"], "stopped": not data["consumers"]}
+                "topics": data["topics"], "stopped": not data["consumers"] and data["kind"] == "0.7"}
 
     @app.route("/groups/<group>/reset-offsets", methods=["POST"])
     async def reset_offsets(self, request, group: str):

@@ -13,6 +13,7 @@ garbage) is shown as such, not dropped, so the console can point at it.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,7 +33,7 @@ TEMPLATE = {
     paths.CONSUMERS: {ANY: {"ids": {ANY: LEAF},
                             "owners": {ANY: {ANY: LEAF}},
                             "offsets": {ANY: {ANY: LEAF}}}},
-    replication_paths.ROOT: {"controller": LEAF,
+    replication_paths.ROOT: {"controller": LEAF, "listeners": {ANY: LEAF},
                              "topics": {ANY: {SELF: LEAF, "partitions": {ANY: {"state": LEAF}}}}},
 }
 
@@ -61,6 +62,10 @@ class GroupState:
     consumers: dict[str, ConsumerEntry] = field(default_factory=dict)
     owners: dict[str, dict[str, str]] = field(default_factory=dict)  # topic -> partition -> thread
     offsets: dict[str, dict[str, int | None]] = field(default_factory=dict)  # None: unparsable value
+    # An ``ids`` node: every 0.7 consumer registers there, and the node stays after it stops.
+    # False (no ids node, and brokers with modern listeners): a group of Kafka clients, with
+    # modern offsets and its members in the coordinator's memory.
+    registered: bool = True
 
     @property
     def topics(self) -> list[str]:
@@ -212,6 +217,31 @@ class ClusterCache:
                 states[partition] = None
         return ReplicatedTopic(topic, assignment, states)
 
+    def modern_listeners(self) -> list[tuple[str, int]]:
+        """``(host, port)`` of every live broker's modern listener (docs/kafka-protocol.md §4)."""
+        return self._cached("listeners", self._modern_listeners)
+
+    def _modern_listeners(self) -> list[tuple[str, int]]:
+        found = []
+        for name in self.mirror.children.get(replication_paths.LISTENERS, ()):
+            node = self.mirror.data.get(f"{replication_paths.LISTENERS}/{name}")
+            try:
+                data = json.loads(node.value) if node is not None else None
+                if data is not None:
+                    found.append((str(data["host"]), int(data["port"])))
+            except (ValueError, KeyError, TypeError) as exc:
+                log.debug("modern listener %s: %s", name, exc)
+        return found
+
+    def modern_partitions(self, topic: str) -> dict[str, int]:
+        """``{0.7 partition name: modern partition}`` (docs/kafka-protocol.md §4): a replicated
+        topic's ``p`` is p; a 0.7 topic's ``b-p`` pairs are numbered in broker-id order."""
+        replicated = self.replicated_topic(topic)
+        if replicated is not None:
+            return {str(p): p for p in sorted(replicated.assignment.replicas)} if replicated.assignment else {}
+        pairs = [(b, p) for b, count in self.topic_brokers(topic).items() for p in range(count)]
+        return {paths.partition_name(b, p): number for number, (b, p) in enumerate(sorted(pairs))}
+
     def all_topics(self) -> list[str]:
         """0.7 topics and replicated topics, sorted."""
         return self._cached("all_topics", lambda: sorted({*self.topics(), *self.replicated_topics()}))
@@ -261,7 +291,10 @@ class ClusterCache:
                 except ValueError:
                     found_offsets[name] = None
             offsets[topic] = found_offsets
-        return GroupState(group, consumers, owners, offsets)
+        # Without modern listeners there are no Kafka clients' groups: offsets written by hand
+        # or by a tool are a 0.7 group's.
+        registered = ids in children or not self.modern_listeners()
+        return GroupState(group, consumers, owners, offsets, registered=registered)
 
     def consumer_count(self) -> int:
         return self._cached("consumers", lambda: sum(
@@ -343,6 +376,9 @@ class LocalCluster:
 
     def replicated_topic(self, topic: str) -> ReplicatedTopic | None:
         return None
+
+    def modern_listeners(self) -> list[tuple[str, int]]:
+        return []  # no groups without ZooKeeper: nothing asks
 
     def all_topics(self) -> list[str]:
         return self.topics()

@@ -6,6 +6,10 @@ asked of the brokers (OffsetBook shares requests, so a partition read by many gr
 once). A group's sample is its total lag and the lag per topic; a partition whose broker does
 not answer is left out and the sample marked partial. Samples older than ``span_s`` go.
 
+A group of Kafka clients (GroupState.registered False) commits modern offsets: its lag is
+``modern end - committed`` (Kafka's consumer lag, in offsets), with the modern ends asked of the modern listeners in
+one question per round (modern_groups.py); its samples say ``unit="offsets"``.
+
 Nothing is stored on disk: a restarted console starts a new history. Memory is bounded by
 groups x span / interval samples (200 groups, 1 h at 30 s: 48,000 small tuples).
 """
@@ -27,9 +31,10 @@ HOUR_S = 3600.0
 @dataclass(frozen=True)
 class LagSample:
     time_s: float
-    total: int  # bytes, over the partitions that could be read
+    total: int  # in ``unit``, over the partitions that could be read
     per_topic: dict[str, int] = field(default_factory=dict)
     partial: bool = False  # some partition's latest offset was unknown
+    unit: str = "bytes"  # "offsets" for a group of Kafka clients
 
 
 class LagHistory:
@@ -60,18 +65,31 @@ class LagHistory:
             del self._samples[group]
 
 
-async def sample_all(cluster, offsets: OffsetBook, history: LagHistory, now_s) -> None:
-    """One round: every group's lag now, added to ``history``."""
+async def sample_all(cluster, offsets: OffsetBook, history: LagHistory, now_s, *, modern=None) -> None:
+    """One round: every group's lag now, added to ``history``. ``modern`` (a ModernGroups)
+    answers the modern ends of Kafka clients' groups; without it they are not sampled."""
     started = now_s()
     groups = cluster.groups()
     brokers = cluster.brokers()
     wanted: dict[tuple[str, int, int], None] = {}
+    wanted_modern: dict[tuple[str, int], None] = {}
     plans = []
     for group in groups:
         state = cluster.group(group)
         if state is None:
             continue
         plan = []
+        if not state.registered:
+            if modern is None:
+                continue
+            for topic, committed in state.offsets.items():
+                numbers = cluster.modern_partitions(topic)
+                for name, offset in committed.items():
+                    if offset is not None and name in numbers:
+                        plan.append(((topic, numbers[name]), topic, offset))
+                        wanted_modern[(topic, numbers[name])] = None
+            plans.append((group, plan, "offsets"))
+            continue
         for topic, committed in state.offsets.items():
             counts = cluster.topic_brokers(topic)
             for name, offset in committed.items():
@@ -81,24 +99,26 @@ async def sample_all(cluster, offsets: OffsetBook, history: LagHistory, now_s) -
                     continue
                 if offset is None or broker_id not in brokers or partition >= counts.get(broker_id, 0):
                     continue  # only partitions a broker holds: 0.7 closes the connection otherwise
-                plan.append((topic, broker_id, partition, offset))
+                plan.append(((topic, broker_id, partition), topic, offset))
                 wanted[(topic, broker_id, partition)] = None
-        plans.append((group, plan))
+        plans.append((group, plan, "bytes"))
     keys = list(wanted)
     values = await gather([offsets.latest(*key) for key in keys])
     latest = dict(zip(keys, values))
+    if wanted_modern:
+        latest.update(await modern.ends(list(wanted_modern)))
     now = now_s()
-    for group, plan in plans:
+    for group, plan, unit in plans:
         total, per_topic, partial = 0, {}, False
-        for topic, broker_id, partition, committed in plan:
-            end = latest.get((topic, broker_id, partition))
+        for key, topic, committed in plan:
+            end = latest.get(key)
             if end is None:
                 partial = True
                 continue
             lag = max(end - committed, 0)
             total += lag
             per_topic[topic] = per_topic.get(topic, 0) + lag
-        history.add(group, LagSample(now, total, per_topic, partial))
+        history.add(group, LagSample(now, total, per_topic, partial, unit))
     history.keep_only(set(groups))
     history.rounds += 1
     history.last_round_s = now_s() - started

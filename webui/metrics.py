@@ -88,6 +88,9 @@ class _Collector:
         yield CounterMetricFamily(f"{PREFIX}_console_lag_rounds", "Lag sampling rounds", value=model.history.rounds)
         lag = GaugeMetricFamily(f"{PREFIX}_group_lag_bytes", "Bytes between the committed and the latest "
                                 "offset, summed per topic, at the last sample", labels=["group", "topic"])
+        lag_offsets = GaugeMetricFamily(f"{PREFIX}_group_lag_offsets", "Of a group of Kafka clients: the modern "
+                                        "end minus the committed offset (Kafka's consumer lag), summed per "
+                                        "topic, at the last sample", labels=["group", "topic"])
         healthy = GaugeMetricFamily(f"{PREFIX}_group_rebalance_ok", "1 if every partition is owned by one live "
                                     "consumer (VerifyConsumerRebalance); 0 if not; absent if stopped",
                                     labels=["group"])
@@ -103,9 +106,10 @@ class _Collector:
                 healthy.add_metric([group], 1 if status == "ok" else 0)
             last = model.history.last(group)
             if last is not None:
+                family = lag_offsets if last.unit == "offsets" else lag
                 for topic, value in sorted(last.per_topic.items()):
-                    lag.add_metric([group, topic], value)
-        yield from (lag, healthy, consumers)
+                    family.add_metric([group, topic], value)
+        yield from (lag, lag_offsets, healthy, consumers)
 
 
 def _broker(broker_id: int, snapshot: dict) -> Iterator[Metric]:

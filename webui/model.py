@@ -34,6 +34,7 @@ from twisted_broker.registry.zookeeper import NodeExistsError, NoNodeError
 from webui.broker_offsets import EARLIEST_TIME, LATEST_TIME, BrokerClients, BrokerUnavailable, OffsetBook, gather
 from webui.cluster_cache import GroupState, ReplicatedTopic
 from webui.lag_history import LagHistory
+from webui.modern_groups import ModernGroups
 from webui.message_browser import BrowseResult, read_backward, read_forward
 
 log = logging.getLogger(__name__)
@@ -60,8 +61,9 @@ class ActionRefused(Exception):
 
 class ConsoleModel:
     def __init__(self, cluster, clients: BrokerClients, offsets: OffsetBook, history: LagHistory, *,
-                 zk=None, local_broker: LocalBroker | None = None) -> None:
+                 zk=None, local_broker: LocalBroker | None = None, modern: ModernGroups | None = None) -> None:
         self.cluster = cluster
+        self.modern = modern
         self.clients = clients
         self.offsets = offsets
         self.history = history
@@ -139,16 +141,35 @@ class ConsoleModel:
 
     # -- groups ----------------------------------------------------------------------------
 
-    async def group_latest(self, state: GroupState, topics: list[str]) -> dict[tuple[str, int, int], int | None]:
-        """The latest offset of every registered partition of ``topics`` (the group's)."""
+    async def group_latest(self, state: GroupState, topics: list[str]) -> dict[tuple[str, str], int | None]:
+        """``{(topic, partition name): latest offset}`` of every partition of ``topics`` (the
+        group's): 0.7's latest offset (a byte position) for a 0.7 group, from each partition's
+        broker or a replicated partition's leader; the modern end for a group of Kafka clients
+        (modern_groups.py)."""
+        if not state.registered:
+            numbers = {(topic, name): number for topic in topics
+                       for name, number in self.cluster.modern_partitions(topic).items()}
+            ends = await self.modern.ends({(topic, number) for (topic, _name), number in numbers.items()})
+            return {key: ends.get((key[0], number)) for key, number in numbers.items()}
         brokers = self.cluster.brokers()
-        keys = []
+        keys, asked = [], []
         for topic in topics:
             for broker_id, count in self.cluster.topic_brokers(topic).items():
                 if broker_id in brokers:
-                    keys += [(topic, broker_id, partition) for partition in range(count)]
-        values = await gather([self.offsets.latest(*key) for key in keys])
+                    keys += [(topic, paths.partition_name(broker_id, p)) for p in range(count)]
+                    asked += [(topic, broker_id, p) for p in range(count)]
+            replicated = self.cluster.replicated_topic(topic)
+            for partition, partition_state in (replicated.states.items() if replicated is not None else ()):
+                if partition_state is not None and partition_state.leader in brokers:
+                    keys.append((topic, str(partition)))
+                    asked.append((topic, partition_state.leader, partition))
+        values = await gather([self.offsets.latest(*key) for key in asked])
         return dict(zip(keys, values))
+
+    async def group_members(self, state: GroupState):
+        """A group of Kafka clients' members (GroupMembers) from its coordinator; None for a
+        0.7 group (its consumers are in the registry) or when no coordinator answers."""
+        return None if state.registered else await self.modern.members(state.group)
 
     # -- messages --------------------------------------------------------------------------
 
@@ -189,8 +210,13 @@ class ConsoleModel:
         rows. Raises ActionRefused."""
         if self._zk is None:
             raise ActionRefused(409, "this console has no ZooKeeper: there are no consumer groups")
-        if self.cluster.group(group) is None:
+        state = self.cluster.group(group)
+        if state is None:
             raise ActionRefused(404, f"there is no consumer group {group}")
+        if not state.registered:
+            # Its offsets are modern offsets, which 0.7's Offsets requests do not answer.
+            raise ActionRefused(409, f"group {group} is a group of Kafka clients: reset its offsets with "
+                                     "a Kafka client through the modern listener")
         await self._refuse_if_live(group, topic)
         counts = self.cluster.topic_brokers(topic)
         if not counts:

@@ -27,6 +27,7 @@ from webui.app import AdminSite
 from webui.broker_offsets import BrokerClients, OffsetBook
 from webui.cluster_cache import ClusterCache, LocalCluster
 from webui.lag_history import LagHistory, sample_all
+from webui.modern_groups import ModernGroups
 from webui.model import ConsoleModel, LocalBroker
 from webui.security import SecuredResource
 
@@ -85,7 +86,8 @@ class ConsoleService(Service):
         clients = BrokerClients(self._reactor, lambda broker_id: _address(cluster, broker_id))
         self.model = ConsoleModel(cluster, clients, OffsetBook(clients, self._reactor), LagHistory(),
                                   zk=self._zk if self._cluster is None else None,
-                                  local_broker=self._local_broker)
+                                  local_broker=self._local_broker,
+                                  modern=ModernGroups(self._reactor, cluster.modern_listeners))
         site = AdminSite(self.model, clock=self._reactor, allow_admin_actions=self._allow_admin_actions,
                          refresh_s=self._refresh_s)
         self._site.serve(SecuredResource(site.resource(), loopback_only=self._site.loopback_only))
@@ -100,7 +102,8 @@ class ConsoleService(Service):
 
     def _sample(self):
         model = self.model
-        d = ensureDeferred(sample_all(model.cluster, model.offsets, model.history, self._reactor.seconds))
+        d = ensureDeferred(sample_all(model.cluster, model.offsets, model.history, self._reactor.seconds,
+                                       modern=model.modern))
         d.addCallback(lambda _: model.offsets.forget_before(self._reactor.seconds() - 600))
         return d.addErrback(lambda failure: log.error("lag sampling failed: %s", failure.getTraceback()))
 

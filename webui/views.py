@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import base64
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from twisted_broker.client.modern_lookup import GroupMembers
 from twisted_broker.client.topic_filter import topic_filter_for
 from twisted_broker.registry import paths, rebalance
 from webui.cluster_cache import BrokerEntry, ConsumerEntry, GroupState
@@ -96,11 +97,13 @@ def _topic_row(cluster, topic: str) -> dict[str, Any]:
 def _group_summary(cluster, history, group: str, *, with_health: bool) -> dict[str, Any]:
     state = cluster.group(group) or GroupState(group)
     last = history.last(group)
-    row = {"name": group, "consumers": len(state.consumers), "topics": state.topics,
-           "lag": last.total if last else None, "lag_partial": bool(last and last.partial),
+    row = {"name": group, "kind": "0.7" if state.registered else "kafka", "consumers": len(state.consumers),
+           "topics": state.topics, "lag": last.total if last else None,
+           "lag_unit": "bytes" if state.registered else "offsets", "lag_partial": bool(last and last.partial),
            "lag_sampled_s": last.time_s if last else None}
-    if with_health:
-        row["health"] = rebalance_health(state, cluster.topics(), cluster.topic_brokers)["status"]
+    if with_health:  # a Kafka clients' group's health is its coordinator's: asked on its own page
+        row["health"] = (rebalance_health(state, cluster.topics(), cluster.topic_brokers)["status"]
+                         if state.registered else "kafka")
     return row
 
 
@@ -176,10 +179,18 @@ def rebalance_health(state: GroupState, topics: Sequence[str],
 
 
 def group_page(state: GroupState, *, topics: Sequence[str], topic_brokers: Callable[[str], Mapping[int, int]],
-               latest: Mapping[tuple[str, int, int], int | None], samples: Sequence[LagSample],
-               now_s: float) -> dict[str, Any]:
-    """One group: consumers and subscriptions, per partition owner, offsets and lag, health,
-    and the lag history chart."""
+               latest: Mapping[tuple[str, str], int | None], samples: Sequence[LagSample],
+               now_s: float, partition_names: Callable[[str], Iterable[str]] | None = None,
+               members: GroupMembers | None = None) -> dict[str, Any]:
+    """One group: consumers and subscriptions (or a Kafka clients' group's members), per
+    partition owner, offsets and lag, health, and the lag history chart.
+
+    ``latest`` is keyed by (topic, partition name): 0.7's latest offset for a 0.7 group, the
+    modern end for a group of Kafka clients (``state.registered`` False), whose lag then
+    is Kafka's (in offsets). ``partition_names(topic)`` lists a topic's partitions (default: its 0.7
+    broker-partitions); ``members`` is the coordinator's description of a Kafka clients' group.
+    """
+    kafka_group = not state.registered
     consumers = [_consumer_row(entry, topics) for _id, entry in sorted(state.consumers.items())]
     subscribed: dict[str, list[str]] = {}
     for row in consumers:
@@ -187,13 +198,15 @@ def group_page(state: GroupState, *, topics: Sequence[str], topic_brokers: Calla
             subscribed.setdefault(topic, []).extend(
                 paths.thread_id(row["id"], index) for index in range(count))
     live_threads = {thread for threads in subscribed.values() for thread in threads}
+    names_of = partition_names or (lambda topic: rebalance.partition_names(topic_brokers(topic)))
     partitions = []
     total_lag, lag_known = 0, True
     for topic in sorted(set(subscribed) | set(state.topics)):
-        counts = topic_brokers(topic)
-        names = set(rebalance.partition_names(counts))
+        names = set(names_of(topic))
         committed = state.offsets.get(topic, {})
         owners = state.owners.get(topic, {})
+        if kafka_group:
+            owners = _member_owners(members, topic, names_of(topic))
         assigned: dict[str, str] = {}
         if subscribed.get(topic):
             for thread, owned in rebalance.assign(subscribed[topic], names).items():
@@ -203,7 +216,7 @@ def group_page(state: GroupState, *, topics: Sequence[str], topic_brokers: Calla
                 broker_id, partition = paths.parse_partition_name(name)
             except ValueError:
                 broker_id = partition = None
-            end = latest.get((topic, broker_id, partition)) if broker_id is not None else None
+            end = latest.get((topic, name))
             offset = committed.get(name)
             lag = end - offset if end is not None and offset is not None else None
             if lag is None:
@@ -213,16 +226,51 @@ def group_page(state: GroupState, *, topics: Sequence[str], topic_brokers: Calla
             owner = owners.get(name)
             partitions.append({
                 "topic": topic, "partition": name, "broker": broker_id, "partition_id": partition,
-                "registered": name in names, "owner": owner, "owner_live": owner in live_threads,
+                "registered": name in names, "owner": owner, "owner_live": kafka_group or owner in live_threads,
                 "assigned": assigned.get(name), "committed": offset, "latest": end, "lag": lag})
-    health = rebalance_health(state, topics, topic_brokers)
+    health = _members_health(members) if kafka_group else rebalance_health(state, topics, topic_brokers)
     return {
-        "group": state.group, "consumers": consumers, "topics": sorted(set(subscribed) | set(state.topics)),
+        "group": state.group, "kind": "kafka" if kafka_group else "0.7",
+        "lag_unit": "offsets" if kafka_group else "bytes",
+        "consumers": consumers, "members": _member_rows(members),
+        "coordinator_state": members.state if members is not None else None,
+        "topics": sorted(set(subscribed) | set(state.topics)),
         "partitions": partitions, "health": health,
         "lag": {"total": total_lag, "complete": lag_known},
         "history": [[round(sample.time_s, 3), sample.total] for sample in samples],
-        "chart": lag_chart(samples, now_s),
+        "chart": lag_chart(samples, now_s, unit="offsets" if kafka_group else "bytes"),
     }
+
+
+def _member_owners(members: GroupMembers | None, topic: str, names: Iterable[str]) -> dict[str, str]:
+    """``{partition name: member id}`` of a Kafka clients' group; names in modern order."""
+    if members is None:
+        return {}
+    by_number = members.owners(topic)
+    return {name: by_number[number] for number, name in enumerate(names) if number in by_number}
+
+
+def _member_rows(members: GroupMembers | None) -> list[dict[str, Any]]:
+    if members is None:
+        return []
+    return [{"id": m.member_id, "client_id": m.client_id, "host": m.client_host,
+             "partitions": {topic: sorted(found) for topic, found in sorted(m.assignment.items())}}
+            for m in sorted(members.members, key=lambda m: m.member_id)]
+
+
+# Kafka's group states, as the console's badges show them.
+_STATE_HEALTH = {"Stable": "ok", "Empty": "stopped", "Dead": "stopped",
+                 "PreparingRebalance": "unbalanced", "CompletingRebalance": "unbalanced"}
+
+
+def _members_health(members: GroupMembers | None) -> dict[str, Any]:
+    """A Kafka clients' group's health from its coordinator's state: Stable is ok, Empty or
+    Dead stopped, a rebalance under way unbalanced."""
+    if members is None:
+        return {"status": "stopped", "problems": ["no coordinator answered: members unknown"]}
+    status = _STATE_HEALTH.get(members.state, "unbalanced")
+    problems = [f"the group is rebalancing ({members.state})"] if status == "unbalanced" else []
+    return {"status": status, "problems": problems}
 
 
 def _partition_key(name: str) -> tuple:

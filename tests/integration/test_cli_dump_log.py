@@ -114,3 +114,30 @@ def test_garbage_and_missing_files_fail_in_one_line(tmp_path):
     empty.write_bytes(b"")
     assert dump(empty) == (0, [f"Dumping {empty}", "Starting offset: 42", f"{empty}: 0 entries, 0 messages, "
                                                                           "all valid"], "")
+
+
+def test_a_stored_record_batch_shows_its_header_and_records(broker_factory):
+    from kafka import KafkaProducer
+
+    from tests.integration.modern_listener import start_with_listener
+
+    broker, port = start_with_listener(broker_factory)
+    producer = KafkaProducer(bootstrap_servers=f"127.0.0.1:{port}", acks=1, linger_ms=50, compression_type="lz4")
+    values = [b"value %d " % i * 8 for i in range(3)]  # compressible: kafka-python sends lz4 only if it is smaller
+    sent = [producer.send("modern", key=b"k%d" % i, value=values[i], headers=[("h", b"%d" % i)], partition=0,
+                          timestamp_ms=1_700_000_000_000 + i) for i in range(3)]
+    producer.flush()
+    offsets = [future.get(10).offset for future in sent]
+    producer.close()
+    with broker.connect() as client:
+        wait_for(lambda: len(list(iter_entries(fetch_all(client, "modern")))) == 1, "the batch to be flushed")
+    segment = broker.log_dir / "modern-0" / "00000000000000000000.kafka"
+    status, out, err = dump(segment, "--payloads")
+    assert (status, err) == (0, "")
+    assert LINE.fullmatch(out[2]).group(1, 3, 4, 5) == ("0", "1", "gzip", "true")  # the 0.7 wrapper
+    assert re.fullmatch(r"  batch: base offset: 0 records: 3 producer id: -1 epoch: -1 sequence: -1 "
+                        r"compression: lz4 leader epoch: -?\d+ crc32c: valid", out[3]), out[3]
+    assert out[4:16] == [line for i in range(3) for line in (
+        f"  record: {i + 1}/3 offset: {offsets[i]} timestamp: {1_700_000_000_000 + i}",
+        f"    key: k{i}", f"    headers: h={i}", f"    value: {values[i].decode()}")]
+    assert out[16] == f"{segment}: 1 entries, 3 messages, all valid"

@@ -13,6 +13,7 @@ exception classes, which only modules of this package may name.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable
 from typing import TypeVar
@@ -22,6 +23,7 @@ from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
 from twisted_broker.registry import paths
+from twisted_broker.replication import paths as replication_paths
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +106,21 @@ class ClusterView:
         return [(broker_id, partition) for broker_id, count in self.topic_brokers(topic).items()
                 for partition in range(count)]
 
+    def modern_listeners(self) -> dict[int, tuple[str, int]]:
+        """``{broker id: (host, port)}`` of the live brokers' modern listeners; a value that
+        does not parse is logged and skipped."""
+        listeners = {}
+        for child in self._children(replication_paths.LISTENERS):
+            value = self._data(f"{replication_paths.LISTENERS}/{child}")
+            if value is None:
+                continue
+            try:
+                data = json.loads(value)
+                listeners[int(child)] = (str(data["host"]), int(data["port"]))
+            except (ValueError, KeyError, TypeError) as exc:
+                log.warning("skipping modern listener %s: %s", child, exc)
+        return dict(sorted(listeners.items()))
+
     # -- consumer groups (written by consumers and tools) ------------------------------------
 
     def groups(self) -> list[str]:
@@ -113,6 +130,11 @@ class ClusterView:
     def consumer_ids(self, group: str) -> list[str]:
         """The group's live consumers (ephemeral ``ids`` nodes), sorted."""
         return sorted(self._children(paths.consumer_ids_path(group)))
+
+    def has_consumer_registry(self, group: str) -> bool:
+        """Whether the group has an ``ids`` node: every 0.7 consumer registers there (and the
+        node stays after it stops); a group of modern clients never does."""
+        return self._call(lambda: self._client.exists(paths.consumer_ids_path(group))) is not None
 
     def consumer_subscription(self, group: str, consumer_id: str) -> str | None:
         """A live consumer's registration value (its topic -> stream count JSON, or filter)."""

@@ -21,6 +21,7 @@ ADMIN = f"{ROOT}/admin"
 REASSIGN_PARTITIONS = f"{ADMIN}/reassign_partitions"
 PREFERRED_REPLICA_ELECTION = f"{ADMIN}/preferred_replica_election"
 SHUTDOWN = f"{ADMIN}/shutdown"
+LISTENERS = f"{ROOT}/listeners"  # <id>: each live broker's modern listener (docs/kafka-protocol.md §4)
 
 NO_LEADER = -1  # in ZooKeeper, as Kafka writes it; the CLI's JSON says null
 

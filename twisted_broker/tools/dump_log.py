@@ -7,6 +7,14 @@ started at offset 0. Each top-level entry is one line (offset, size, magic, code
 valid or not), and a compressed wrapper is followed by its inner messages, indented and
 numbered (they share the wrapper's offset, spec 3.5).
 
+A record batch produced on the modern listener is stored as one gzip wrapper that carries the
+batch in its gzip headers (docs/kafka-protocol.md §3; kafka_wire/stored_batch.py recognises
+it). Its 0.7 line is followed by a ``batch:`` line (base offset, record count, producer id,
+epoch and base sequence, compression, leader epoch, CRC32C check) and one ``record:`` line per
+record with its modern offset (base offset + delta) and timestamp; ``--payloads`` adds each
+record's key, headers and value. The values the wrapper shows 0.7 consumers are not listed
+again: they are the records' values.
+
 A corrupt file never stops the dump with a traceback. An entry whose CRC fails, or a wrapper
 that does not decompress or holds a bad message, is marked and the walk goes on, since its
 length still frames the next entry; a bad length, magic or codec, or an incomplete last entry,
@@ -25,6 +33,9 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from twisted_broker.errors import InvalidMessage
+from twisted_broker.kafka_wire.record_batch import CorruptBatch, Record, decode_batch
+from twisted_broker.kafka_wire.record_compression import CODEC_NAMES, UnsupportedCompression
+from twisted_broker.kafka_wire.stored_batch import StoredBatchError, is_stored_batch, stored_pieces
 from twisted_broker.storage.segment import parse_segment_file_name
 from twisted_broker.tools.errors import CommandError
 from twisted_broker.tools.progress import Progress
@@ -38,7 +49,8 @@ PAYLOAD_PREVIEW_BYTES = 1024  # of each payload printed with --payloads
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("files", nargs="+", metavar="FILE", help="segment files (<offset>.kafka)")
     parser.add_argument("--payloads", action="store_true",
-                        help=f"also print each payload (escaped, at most {PAYLOAD_PREVIEW_BYTES} bytes)")
+                        help=f"also print each payload, and each stored record's key, headers and value "
+                             f"(escaped, at most {PAYLOAD_PREVIEW_BYTES} bytes each)")
 
 
 @dataclass
@@ -46,7 +58,7 @@ class DumpResult:
     """What one file held: counts, and the first invalid message as ``(offset, reason)``."""
 
     entries: int = 0
-    messages: int = 0  # inner messages of wrappers counted one by one
+    messages: int = 0  # inner messages of wrappers and records of stored batches counted one by one
     first_invalid: tuple[int, str] | None = None
 
     def invalid(self, offset: int, reason: str) -> None:
@@ -77,11 +89,14 @@ def dump_buffer(buf: memoryview, base_offset: int, out: TextIO, *, payloads: boo
             result.entries += 1
             position = next_offset - base_offset
             out.write(f"offset: {offset} {describe(message)}\n")
-            if payloads:
+            stored_batch = is_stored_batch(entry := buf[offset - base_offset:next_offset - base_offset])
+            if payloads and not stored_batch:  # a stored batch's payload is gzip members: its records follow
                 out.write(f"  payload: {escape_payload(message.payload)}\n")
             if not message.is_valid():
                 result.messages += 1
                 result.invalid(offset, f"stored CRC {message.crc:#010x}, payload CRC differs")
+            elif stored_batch:
+                result.messages += _dump_batch(entry, offset, out, payloads, result)
             elif message.codec:
                 result.messages += _dump_inner(message, offset, out, payloads, result)
             else:
@@ -114,6 +129,34 @@ def _dump_inner(wrapper: Message, offset: int, out: TextIO, payloads: bool, resu
         if not message.is_valid():
             result.invalid(offset, f"inner message {index} of the compressed wrapper fails its CRC")
     return len(inner)
+
+
+def _dump_batch(entry: memoryview, offset: int, out: TextIO, payloads: bool, result: DumpResult) -> int:
+    try:
+        header, records = decode_batch(b"".join(stored_pieces(entry)))
+    except (StoredBatchError, CorruptBatch, UnsupportedCompression) as exc:
+        out.write(f"  batch: not readable ({exc})\n")
+        result.invalid(offset, f"stored record batch: {exc}")
+        return 1
+    out.write(f"  batch: base offset: {header.base_offset} records: {header.records_count} "
+              f"producer id: {header.producer_id} epoch: {header.producer_epoch} "
+              f"sequence: {header.base_sequence} compression: {CODEC_NAMES[header.compression]} "
+              f"leader epoch: {header.partition_leader_epoch} crc32c: valid\n")
+    for index, record in enumerate(records, 1):
+        out.write(f"  record: {index}/{len(records)} offset: {record.offset} timestamp: {record.timestamp}\n")
+        if payloads:
+            out.write(_record_payloads(record))
+    return len(records)
+
+
+def _record_payloads(record: Record) -> str:
+    headers = ", ".join(f"{header.key}={_escape_nullable(header.value)}" for header in record.headers)
+    return (f"    key: {_escape_nullable(record.key)}\n    headers: {headers}\n"
+            f"    value: {_escape_nullable(record.value)}\n")
+
+
+def _escape_nullable(data: bytes | None) -> str:
+    return "null" if data is None else escape_payload(data)
 
 
 def dump_file(path: str, out: TextIO, *, payloads: bool = False, progress: Progress | None = None) -> DumpResult:

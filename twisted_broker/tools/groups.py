@@ -1,11 +1,20 @@
 """``groups`` and ``reset-offsets``: consumer groups' positions, read and rewritten in ZooKeeper.
 
 ``groups`` is 0.7's ConsumerOffsetChecker: for each partition of each topic a group has
-offsets or owners for, the committed offset (``/consumers/<g>/offsets/<t>/<b>-<p>``), the
-latest offset (an Offsets(-1) request to the partition's broker: the flushed end, spec 4.4),
-the lag between them in bytes (offsets are byte positions, so lag counts bytes, not messages),
-and the owning consumer thread. What cannot be known shows ``-``: no committed offset yet, a
-broker that is down.
+offsets or owners for, the committed offset (``/consumers/<g>/offsets/<t>/<b>-<p>``, or
+``<p>`` for a replicated topic), the latest offset (an Offsets(-1) request to the partition's
+broker, or its leader: the flushed end, spec 4.4), the lag between them in bytes (offsets are
+byte positions, so lag counts bytes, not messages), and the owning consumer thread. What
+cannot be known shows ``-``: no committed offset yet, a broker that is down.
+
+A group of Kafka clients (consumers with a group id on the modern listener) commits at the
+same paths, but modern offsets, and registers no ``ids`` node: that tells the two kinds
+apart (where brokers have modern listeners at all). Its LOGSIZE is the partition's modern
+end (ListOffsets latest from the leader's modern listener, client/modern_lookup.py), its LAG
+``modern end - committed``, as Kafka's clients count it (offsets, which here are nearly byte
+positions: docs/kafka-protocol.md §2), and its OWNER the member the coordinator assigned the
+partition to (none unless the group is Stable). ``reset-offsets`` refuses such a group: it
+writes 0.7's offsets.
 
 ``reset-offsets`` writes a group's offsets of one topic to the earliest or latest offset, or
 the start of the newest segment written before a time (0.7's offset import tools). It refuses
@@ -20,7 +29,10 @@ from __future__ import annotations
 
 import argparse
 
+from twisted_broker.client.modern_lookup import ModernLookup
+from twisted_broker.client.replicated_topics import registered_replicated_topic
 from twisted_broker.client.simple_consumer import EARLIEST_TIME, LATEST_TIME
+from twisted_broker.registry import paths
 from twisted_broker.tools import cluster
 from twisted_broker.tools.errors import CommandError
 from twisted_broker.tools.offsets import offset_time
@@ -47,27 +59,40 @@ def add_reset_arguments(parser: argparse.ArgumentParser) -> None:
                              "written before it; earliest if none was)")
 
 
-def _partition_key(name: str) -> tuple[int, int] | tuple[float, str]:
-    broker, _, partition = name.partition("-")
+def _partition_key(name: str) -> tuple:
+    """``b-p`` as ``(b, p)``, a replicated topic's ``p`` as ``(p,)``: numeric order."""
     try:
-        return int(broker), int(partition)
+        return tuple(int(part) for part in name.split("-", 1))
     except ValueError:
         return float("inf"), name  # a stray node: listed last, as found
 
 
-def group_rows(view, consumers: cluster.Consumers, group: str, topic: str) -> list[tuple]:
+def group_rows(view, consumers: cluster.Consumers, lookup: ModernLookup, group: str, topic: str) -> list[tuple]:
     """One row of HEADER per partition of ``topic`` that is registered, committed or owned."""
-    counts = view.topic_brokers(topic)
-    brokers = view.brokers()
+    replicated = registered_replicated_topic(view, topic)
+    if replicated is not None:
+        modern = {str(partition): partition for partition in range(replicated.partition_count)}
+    else:
+        modern = {paths.partition_name(broker_id, partition): number
+                  for number, (broker_id, partition) in enumerate(view.partitions(topic))}
     committed = view.offsets(group, topic)
     owners = view.owners(group, topic)
-    names = {f"{broker_id}-{partition}" for broker_id, count in counts.items() for partition in range(count)}
+    names = sorted(set(modern) | set(committed) | set(owners), key=_partition_key)
+    # Without modern listeners there are no Kafka clients' groups: offsets written by hand or
+    # by reset-offsets are a 0.7 group's.
+    if view.has_consumer_registry(group) or not lookup.has_listeners:
+        latest = {name: _latest_offset(consumers, view.brokers(), replicated, topic, name) for name in names}
+    else:
+        ends = lookup.latest((topic, number) for number in modern.values())
+        latest = {name: ends.get((topic, modern.get(name))) for name in names}
+        members = lookup.members(group)
+        assigned = members.owners(topic) if members is not None else {}
+        owners = {name: assigned[modern[name]] for name in names if modern.get(name) in assigned}
     rows = []
-    for name in sorted(names | set(committed) | set(owners), key=_partition_key):
-        latest = _latest_offset(consumers, brokers, topic, name)
+    for name in names:
         offset = committed.get(name)
-        lag = latest - offset if latest is not None and offset is not None else None
-        rows.append((group, topic, name, _or_unknown(offset), _or_unknown(latest), _or_unknown(lag),
+        lag = latest[name] - offset if latest[name] is not None and offset is not None else None
+        rows.append((group, topic, name, _or_unknown(offset), _or_unknown(latest[name]), _or_unknown(lag),
                      owners.get(name, "none")))
     return rows
 
@@ -76,27 +101,37 @@ def _or_unknown(value: int | None) -> object:
     return UNKNOWN if value is None else value
 
 
-def _latest_offset(consumers: cluster.Consumers, brokers: dict, topic: str, name: str) -> int | None:
+def _latest_offset(consumers: cluster.Consumers, brokers: dict, replicated, topic: str, name: str) -> int | None:
+    """0.7's latest offset of a partition named ``b-p``, or ``p`` of a replicated topic (from
+    its leader's 0.7 port)."""
     key = _partition_key(name)
-    broker = brokers.get(key[0])
-    if broker is None:
+    if replicated is not None:
+        leader = replicated.leader(key[0]) if len(key) == 1 and key[0] < replicated.partition_count else None
+        address = leader[1] if leader is not None else None
+    else:
+        broker = brokers.get(key[0]) if len(key) == 2 else None
+        address = (broker.host, broker.port) if broker is not None else None
+    if address is None:
         return None
     try:
-        offsets = consumers.get(broker.host, broker.port).get_offsets_before(topic, key[1], LATEST_TIME, 1)
+        offsets = consumers.get(*address).get_offsets_before(topic, key[-1], LATEST_TIME, 1)
     except (ConnectionError, TimeoutError):
         return None  # down, or a partition it no longer has: shown as unknown
     return offsets[0] if offsets else None
 
 
 def run(args: argparse.Namespace) -> int:
-    with cluster.cluster_view(args.zk) as view, cluster.Consumers() as consumers:
+    from twisted_broker.registry.replication_view import ReplicationView
+
+    with ReplicationView(args.zk, timeout_s=cluster.ZK_TIMEOUT_S) as view, cluster.Consumers() as consumers:
         known = view.groups()
         if args.group is not None and args.group not in known:
             raise CommandError(f"no consumer group {args.group} in ZooKeeper at {args.zk}")
         rows = []
-        for group in [args.group] if args.group is not None else known:
-            for topic in [args.topic] if args.topic else view.group_topics(group):
-                rows += group_rows(view, consumers, group, topic)
+        with ModernLookup(list(view.modern_listeners().values())) as lookup:
+            for group in [args.group] if args.group is not None else known:
+                for topic in [args.topic] if args.topic else view.group_topics(group):
+                    rows += group_rows(view, consumers, lookup, group, topic)
     if rows:
         print("\n".join(format_table(HEADER, rows)))
     return 0
@@ -104,6 +139,10 @@ def run(args: argparse.Namespace) -> int:
 
 def run_reset(args: argparse.Namespace) -> int:
     with cluster.cluster_view(args.zk) as view, cluster.Consumers() as consumers:
+        if (args.group in view.groups() and not view.has_consumer_registry(args.group)
+                and view.modern_listeners()):
+            raise CommandError(f"group {args.group} is a group of Kafka clients, whose offsets are modern "
+                               "offsets: reset them with a Kafka client through the modern listener")
         live = view.consumer_ids(args.group)
         owners = view.owners(args.group, args.topic)
         if live or owners:

@@ -80,7 +80,7 @@ def test_every_page_escapes_what_users_and_clients_wrote(cluster):
     assert_inert(render("groups.html", groups_page(cluster, history)))
     state = cluster.group(GROUP)
     group = group_page(state, topics=cluster.topics(), topic_brokers=cluster.topic_brokers,
-                       latest={(TOPIC, 0, 0): 120}, samples=history.samples(GROUP), now_s=5000.0)
+                       latest={(TOPIC, "0-0"): 120}, samples=history.samples(GROUP), now_s=5000.0)
     group["admin"] = {"csrf_field": "csrf_token", "csrf_token": "t", "topics": group["topics"], "stopped": True}
     html = render("group.html", group)
     assert_inert(html)

@@ -87,7 +87,7 @@ def test_group_page_computes_lag_in_bytes_per_partition():
     state = GroupState("g", consumers={"g_a": consumer("g_a", b'{ "orders": 1 }')},
                        owners={"orders": {"0-0": "g_a-0", "0-1": "g_a-0", "1-0": "g_a-0"}},
                        offsets={"orders": {"0-0": 100, "1-0": 40}})
-    latest = {("orders", 0, 0): 150, ("orders", 0, 1): 0, ("orders", 1, 0): None}
+    latest = {("orders", "0-0"): 150, ("orders", "0-1"): 0, ("orders", "1-0"): None}
     page = group_page(state, topics=TOPICS, topic_brokers=topic_brokers, latest=latest, samples=[], now_s=0)
     rows = {row["partition"]: row for row in page["partitions"]}
     assert rows["0-0"] == {**rows["0-0"], "committed": 100, "latest": 150, "lag": 50, "owner_live": True,
@@ -125,3 +125,29 @@ def test_messages_page_links_to_older_and_newer_pages():
     at_ends = messages_page("t", 0, 0, BrowseResult(0, 100, [message]), earliest=0, latest=100, mode="end",
                             fmt="auto", count=1)
     assert (at_ends["older"], at_ends["newer"]) == (None, None)
+
+
+def _kafka_group_page(members):
+    state = GroupState("kg", offsets={"orders": {"0-0": 10, "0-1": 30, "1-0": 5}}, registered=False)
+    latest = {("orders", "0-0"): 12, ("orders", "0-1"): 30, ("orders", "1-0"): None}
+    modern = {"orders": ["0-0", "0-1", "1-0"]}  # modern partitions 0, 1, 2
+    return group_page(state, topics=TOPICS, topic_brokers=topic_brokers, latest=latest, samples=[], now_s=0,
+                      partition_names=modern.__getitem__, members=members)
+
+
+def test_a_kafka_clients_group_takes_owners_and_health_from_its_coordinator():
+    from twisted_broker.client.modern_lookup import GroupMember, GroupMembers
+
+    members = GroupMembers("Stable", (GroupMember("m-1", "py", "/127.0.0.1", {"orders": [0, 2]}),
+                                      GroupMember("m-2", "py", "/127.0.0.1", {"orders": [1]})))
+    page = _kafka_group_page(members)
+    assert (page["kind"], page["lag_unit"], page["health"]["status"]) == ("kafka", "offsets", "ok")
+    rows = {row["partition"]: (row["owner"], row["lag"]) for row in page["partitions"]}
+    assert rows == {"0-0": ("m-1", 2), "0-1": ("m-2", 0), "1-0": ("m-1", None)}
+    assert page["lag"] == {"total": 2, "complete": False}
+    assert [m["partitions"] for m in page["members"]] == [{"orders": [0, 2]}, {"orders": [1]}]
+    rebalancing = _kafka_group_page(GroupMembers("PreparingRebalance", ()))
+    assert rebalancing["health"] == {"status": "unbalanced",
+                                     "problems": ["the group is rebalancing (PreparingRebalance)"]}
+    assert _kafka_group_page(GroupMembers("Empty"))["health"]["status"] == "stopped"
+    assert _kafka_group_page(None)["health"]["status"] == "stopped"  # no coordinator answered
