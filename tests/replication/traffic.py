@@ -57,6 +57,7 @@ class Ack:
     payloads: tuple[bytes, ...]
     at: float  # time.monotonic() of the answer
     broker: int
+    sent: float = 0.0  # time.monotonic() just before the request was written
 
 
 class _Loop(threading.Thread):
@@ -102,13 +103,14 @@ class LeaderProducer(_Loop):
                     while not self._stopping.is_set():
                         payloads = self._payloads()
                         self.attempts += 1
+                        sent = time.monotonic()
                         error, offset = wire.produce(self.leaders.topic, self.partition, payloads,
                                                      acks=self.acks, timeout_ms=self.timeout_ms)
                         now = time.monotonic()
                         if error:
                             self.refusals.append((now, broker, error))
                             break
-                        self.acked.append(Ack(self.partition, offset, tuple(payloads), now, broker))
+                        self.acked.append(Ack(self.partition, offset, tuple(payloads), now, broker, sent))
             except (OSError, ConnectionError):
                 pass
             time.sleep(PAUSE_S)
