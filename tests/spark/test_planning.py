@@ -14,7 +14,8 @@ from twisted_broker.errors import InvalidMessage
 from twisted_broker.spark import checkpoint as ckpt
 from twisted_broker.spark.etl import EtlRun
 from twisted_broker.spark.options import OptionError, ReadOptions
-from twisted_broker.spark.planning import BrokerPartition, OffsetRange, split_range
+from twisted_broker.spark.planning import BrokerPartition, OffsetRange
+from twisted_broker.spark.splits import split_range
 from twisted_broker.wire.message_search import find_message_start
 from twisted_broker.wire.compression import GZIP, NO_COMPRESSION, SNAPPY
 from twisted_broker.wire.message import MAGIC_0, make_message

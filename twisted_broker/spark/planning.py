@@ -26,7 +26,7 @@ How this works:
 2. **Offsets.** One Offsets request per partition, time -1 (latest) and a large maximum,
    answers every segment start and the flushed end, newest first (spec 4.4): the first is
    *latest*, the last *earliest*, and the ones between are message boundaries for free.
-3. **Splits.** Offsets are byte positions, so a split point cannot be computed: a range
+3. **Splits** (splits.py). Offsets are byte positions, so a split point cannot be computed: a range
    larger than ``split.size`` is cut near evenly spaced targets, each moved to a real message
    start. That is the first segment start at or after the target, or, if a message start comes
    earlier, the one found by a small fetch at the target: the fetch returns raw bytes from
@@ -54,11 +54,10 @@ Everything here blocks (sockets, ZooKeeper) and runs on the driver, never on exe
 from __future__ import annotations
 
 import logging
-import math
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TypeVar
 
 from twisted_broker.client.cluster import (  # PROBE_BATCH, PROBE_LIMIT: kept importable from here
@@ -71,18 +70,15 @@ from twisted_broker.client.replicated_topics import (
     LeaderBackoff, ReplicatedTopic, TopicMetadataCache, registered_replicated_topic,
 )
 from twisted_broker.client.simple_consumer import LATEST_TIME, SimpleConsumer
-from twisted_broker.errors import InvalidMessage, WrongPartition
+from twisted_broker.errors import WrongPartition
 from twisted_broker.spark.options import (
     EARLIEST, EARLIEST_IN_JSON, LATEST, LATEST_IN_JSON, OffsetSpec, ReadOptions,
 )
-from twisted_broker.wire.message_search import find_message_start
-from twisted_broker.wire.requests import FetchRequest
+from twisted_broker.spark.splits import SPLIT_PROBE_BYTES, split_range
 
 log = logging.getLogger(__name__)
 
 MAX_SEGMENT_OFFSETS = 1_000_000  # "all of them": a partition has far fewer segments
-SPLIT_PROBE_BYTES = 64 * 1024  # the first look for a message start; fetch.size the second
-MIN_PROBE_BYTES = 512  # the smallest window tried when a broker refuses a probe
 ZK_TIMEOUT_S = 10.0
 
 Target = BrokerPartition | ReplicatedPartition  # a 0.7 broker-partition, or a replicated partition
@@ -296,77 +292,6 @@ def plan_ranges(options: ReadOptions, consumers: Consumers) -> list[OffsetRange]
 
 
 # -- 3. splits -------------------------------------------------------------------------------
-
-def split_range(consumer: SimpleConsumer, topic: str, whole: OffsetRange, *, split_bytes: int,
-                probe_bytes: Iterable[int], segment_starts: Iterable[int] = ()) -> list[OffsetRange]:
-    """``whole`` cut into pieces of about ``split_bytes``, each ending on a message start.
-
-    A target where no message start can be found (a message larger than the probes, or a
-    broker refusing the probe) is skipped, so a piece may be larger than ``split_bytes``;
-    pieces are never empty.
-    """
-    if split_bytes <= 0 or whole.size_bytes <= split_bytes:
-        return [whole]
-    count = math.ceil(whole.size_bytes / split_bytes)
-    inside = sorted(start for start in segment_starts if whole.start < start < whole.end)
-    points: list[int] = []
-    for index in range(1, count):
-        target = whole.start + whole.size_bytes * index // count
-        if points and target <= points[-1]:
-            continue  # the previous point overshot this target (large messages)
-        following = [start for start in inside if start >= target][:1]
-        limit = following[0] if following else whole.end
-        candidates = list(following)
-        if limit > target:
-            try:
-                found, _covered = probe_message_start(consumer, topic, whole.target.partition, target,
-                                                      limit=limit, probe_bytes=probe_bytes)
-            except InvalidMessage as exc:
-                log.debug("%s-%d: no split at %d: %s", topic, whole.target.partition, target, exc)
-                found = None
-            if found is not None:
-                candidates.append(found)
-        if candidates:
-            point = min(candidates)
-            if point > (points[-1] if points else whole.start):
-                points.append(point)
-    bounds = [whole.start, *points, whole.end]
-    return [replace(whole, start=start, end=end) for start, end in zip(bounds, bounds[1:])]
-
-
-def probe_message_start(consumer: SimpleConsumer, topic: str, partition: int, target: int, *,
-                        limit: int, probe_bytes: Iterable[int]) -> tuple[int | None, bool]:
-    """The first message start in ``[target, limit)``, found by small fetches at ``target``.
-
-    ``limit`` must be a known boundary (a segment start, a range end). Returns ``(offset,
-    False)``, or ``(None, covered)`` where ``covered`` tells that the probes saw every byte
-    before ``limit`` without finding a start (the message at ``target`` runs to ``limit``).
-
-    The windows stop one byte short of ``limit``: a response never spans segments anyway,
-    and a broker that checks unverified bytes from disk (this one, after a restart) answers
-    a misaligned fetch reaching a boundary it knows with InvalidMessage instead of raw bytes;
-    on that answer the window is halved. Raises InvalidMessage if even a small one is refused.
-    """
-    for size in probe_bytes:
-        size = min(size, limit - 1 - target)
-        if size <= 0:
-            return None, True
-        while True:
-            fetched = consumer.fetch(FetchRequest(topic, partition, target, size))
-            if fetched.error_code != InvalidMessage.code or size <= MIN_PROBE_BYTES:
-                break
-            size //= 2
-        fetched.check()
-        position = find_message_start(fetched.message_set, partial_tail=True)
-        if position is not None:
-            return target + position, False
-        if target + len(fetched.message_set) >= limit - 1:
-            return None, True
-        if len(fetched.message_set) < size:
-            return None, False  # cut short by the broker: a bigger window brings nothing more
-    log.debug("%s-%d: no message start within the probes at offset %d", topic, partition, target)
-    return None, False
-
 
 def plan_splits(options: ReadOptions, ranges: list[OffsetRange], consumers: Consumers) -> list[OffsetRange]:
     """Every non-empty range, split per ``options.split_bytes``; in partition order."""

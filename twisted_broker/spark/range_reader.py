@@ -58,7 +58,7 @@ from twisted_broker.client.replicated_consumer import LEADER_CONNECT_TIMEOUT_MS
 from twisted_broker.client.replicated_topics import LeaderBackoff
 from twisted_broker.client.simple_consumer import SimpleConsumer
 from twisted_broker.errors import InvalidFetchSize, InvalidMessage, OffsetOutOfRange, WrongPartition
-from twisted_broker.spark import planning
+from twisted_broker.spark import splits
 from twisted_broker.spark.message_columns import MessageColumns, decode_message_set
 from twisted_broker.spark.options import CRC_MARK
 from twisted_broker.wire.message_set import valid_bytes
@@ -283,9 +283,9 @@ def _after_damaged_message(consumer: SimpleConsumer, topic: str, partition: int,
     1`` on: the next start is found there as split points are, or is ``end`` if the damaged
     message is the last before it. Raises InvalidMessage if neither can be established.
     """
-    found, covered = planning.probe_message_start(
+    found, covered = splits.probe_message_start(
         consumer, topic, partition, offset + 1, limit=end,
-        probe_bytes=sorted({min(planning.SPLIT_PROBE_BYTES, fetch_bytes), fetch_bytes}))
+        probe_bytes=sorted({min(splits.SPLIT_PROBE_BYTES, fetch_bytes), fetch_bytes}))
     if found is not None:
         return found
     if covered:
