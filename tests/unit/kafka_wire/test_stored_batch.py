@@ -149,3 +149,13 @@ def test_a_set_too_small_to_sample_is_deflated_whole():
     parts = deflate_values(message_set)
     assert len(parts) == 2 and inflated(parts) == message_set
     assert len(b"".join(parts)) < len(message_set)  # level 1 all through: no stored block
+
+
+def test_an_entry_with_stored_values_reads_as_one_0_7_message_per_record():
+    values = hex_values(2000)
+    entry = encode_stored_entry(noise(1000), values)
+    checked = scan(entry, check_crc=True, deep=True)
+    assert (checked.error, checked.valid_bytes, checked.message_count) == (None, len(entry), len(values))
+    [(_offset, _next, wrapper)] = list(iter_entries(entry))
+    assert gzip.decompress(bytes(wrapper.payload)) == encode_message_set(values)
+    assert [bytes(m.payload) for _o, _n, m in iter_messages(entry)] == values
