@@ -7,6 +7,7 @@ below overriding its keys.
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import logging
 import os
@@ -127,10 +128,34 @@ def freeze_startup_objects() -> None:
     gc.freeze()
 
 
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters (malloc.h)
+KEEP_MMAP_BELOW = 16 << 20  # allocations below this come from the heap, freed ones reused
+KEEP_TRIM_BELOW = 64 << 20  # freed heap kept up to this much before it goes back to the kernel
+
+
+def keep_freed_buffers() -> None:
+    """Let glibc's malloc reuse freed megabyte buffers instead of handing them back at once.
+
+    A modern produce allocates and frees several ~1 MB buffers per record batch (the request,
+    its records, the values' 0.7 set, the stored entry). With glibc's defaults, freed ones are
+    unmapped or trimmed off the heap and the next ones page-fault in again: about 0.25 us of
+    broker CPU per 200-byte record on bench/modern.py's confluent-kafka produce (1.40-1.55
+    down to 1.20-1.25 us), against 0.85-1.05 us for the whole 0.7 path, which it does not
+    change. Elsewhere than glibc (musl, macOS) there is nothing to tune.
+    """
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return
+    mallopt(M_MMAP_THRESHOLD, KEEP_MMAP_BELOW)
+    mallopt(M_TRIM_THRESHOLD, KEEP_TRIM_BELOW)
+
+
 def makeService(options: Options):  # BrokerService, in a MultiService with --webui
     from twisted.internet import reactor  # the composition root is the one place that names it
 
     forward_logging()
+    keep_freed_buffers()
     config: BrokerConfig = options.config
     registration = zk = cluster = None
     partitions_for = config.partitions_for

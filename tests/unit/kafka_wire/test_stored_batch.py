@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from twisted_broker.kafka_wire.batch_header import read_header, stamp
 from twisted_broker.kafka_wire.stored_batch import (
-    HEAD_BYTES, MAX_PIECE_BYTES, StoredBatchError, batch_pieces, encode_stored_entry, is_stored_batch,
-    read_stored_header, stored_pieces,
+    HEAD_BYTES, MAX_PIECE_BYTES, MIN_SAMPLE_BYTES, SAMPLE_BYTES, StoredBatchError, batch_pieces, deflate_values,
+    encode_stored_entry, is_stored_batch, read_stored_header, stored_pieces,
 )
 from twisted_broker.wire.compression import GZIP, compress
 from twisted_broker.wire.message_set import (
@@ -110,3 +110,52 @@ def test_any_batch_and_values_round_trip_through_a_stored_entry(batch, values):
     entry = encode_stored_entry(batch, values)
     assert b"".join(entry[p:p + n] for p, n in batch_pieces(len(batch))) == batch
     assert [bytes(m.payload) for _o, _n, m in iter_messages(entry)] == [v or b"" for v in values]
+
+
+def hex_values(count: int) -> list[bytes]:
+    """bench/peers' payloads: 200 hex digits, which level 1's fixed codes barely shrink."""
+    rng = random.Random(count)
+    return [rng.randbytes(100).hex().encode() for _ in range(count)]
+
+
+def inflated(parts: list[bytes]) -> bytes:
+    unpacker = zlib.decompressobj(-15)
+    data = unpacker.decompress(b"".join(parts))
+    assert unpacker.eof and not unpacker.unused_data
+    return data
+
+
+def test_values_level_1_barely_shrinks_are_stored_past_the_sample():
+    message_set = encode_message_set(hex_values(2000))  # 420,000 bytes
+    parts = deflate_values(message_set)
+    assert inflated(parts) == message_set
+    head, rest = parts[0], b"".join(parts[1:])
+    assert len(head) < SAMPLE_BYTES  # the sample: level 1, kept as deflated
+    # stored blocks: the bytes as they are, 5 bytes of block header per 64 KiB at most
+    rest_size = len(message_set) - SAMPLE_BYTES
+    assert rest_size < len(rest) <= rest_size + 5 * (rest_size // 65535 + 2)
+
+
+def test_values_level_1_shrinks_are_deflated_whole_at_level_1():
+    values = [b'{"user": %d, "event": "page-view", "page": "/products/%d"}' % (i, i % 50) for i in range(5000)]
+    message_set = encode_message_set(values)
+    parts = deflate_values(message_set)
+    assert inflated(parts) == message_set
+    assert len(b"".join(parts)) < len(message_set) / 4
+
+
+def test_a_set_too_small_to_sample_is_deflated_whole():
+    message_set = encode_message_set(hex_values(MIN_SAMPLE_BYTES * 4 // 210 - 1))
+    parts = deflate_values(message_set)
+    assert len(parts) == 2 and inflated(parts) == message_set
+    assert len(b"".join(parts)) < len(message_set)  # level 1 all through: no stored block
+
+
+def test_an_entry_with_stored_values_reads_as_one_0_7_message_per_record():
+    values = hex_values(2000)
+    entry = encode_stored_entry(noise(1000), values)
+    checked = scan(entry, check_crc=True, deep=True)
+    assert (checked.error, checked.valid_bytes, checked.message_count) == (None, len(entry), len(values))
+    [(_offset, _next, wrapper)] = list(iter_entries(entry))
+    assert gzip.decompress(bytes(wrapper.payload)) == encode_message_set(values)
+    assert [bytes(m.payload) for _o, _n, m in iter_messages(entry)] == values
