@@ -134,3 +134,25 @@ def test_an_idempotent_producer_gets_an_id_and_a_retried_batch_is_stored_once(br
     assert send(5, b"gap")["error_code"] == 45  # out of order
     assert send(1, b"b")["error_code"] == 0
     assert [r.value for r in consume(port, "idem", 0, 3)] == [b"0.7 first", b"a", b"b"]
+
+
+def test_acks_all_on_a_single_copy_topic_answers_once_consumers_can_read_the_batch(broker_factory):
+    # a flush policy that never flushes by itself within the test: only acks=all's own flush
+    # can make the batch visible before the acknowledgement
+    _broker, port = start_with_listener(broker_factory, properties={
+        "log.flush.interval": "1000000", "log.default.flush.interval.ms": "600000",
+        "log.default.flush.scheduler.interval.ms": "600000"})
+    tp = TopicPartition("single", 0)
+    reader = KafkaConsumer(bootstrap_servers=f"127.0.0.1:{port}")
+    try:
+        loose = producer(port, acks=1)
+        unflushed = loose.send("single", value=b"acks=1", partition=0).get(10).offset
+        loose.close()
+        assert reader.end_offsets([tp])[tp] <= unflushed  # appended, not yet visible
+        strict = producer(port, acks="all")
+        committed = strict.send("single", value=b"acks=all", partition=0).get(10).offset
+        strict.close()
+        assert reader.end_offsets([tp])[tp] == committed + 1
+    finally:
+        reader.close()
+    assert [r.value for r in consume(port, "single", 0, 2)] == [b"acks=1", b"acks=all"]

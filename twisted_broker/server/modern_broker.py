@@ -11,7 +11,7 @@ handler takes the ``Request`` and returns the response body (a dict for the sche
 walker), a ``WithRecords`` (a body with file regions in its record sets) or ``None`` (a produce
 with acks=0: no answer), or a Deferred of one of those (long-polls, acks=all, ZooKeeper).
 
-What is refused, and how (docs/kafka-protocol.md §5): an ApiVersions request of a version
+What is refused, and how (docs/kafka-protocol.md §7): an ApiVersions request of a version
 this broker does not serve is answered with error 35 in the v0 layout, listing the versions
 it does serve, so the client can retry with one (KIP-511); any other unknown key or version,
 and any body that does not decode to its end, closes the connection (``RefusedFrame``).

@@ -36,7 +36,7 @@ def modern_broker(config: BrokerConfig, logs: LogManager, stats: BrokerStats, *,
     producer_ids = (ZooKeeperProducerIds(zk, config.brokerid) if zk is not None
                     else FileProducerIds(config.log_dir, config.brokerid))
     produce = ProduceRequests(partitions, stats, max_batch_bytes=config.kafka_max_batch_bytes,
-                              now_ms=lambda: int(clock.seconds() * 1000), producer_ids=producer_ids)
+                              clock=clock, producer_ids=producer_ids)
     fetch = FetchRequests(partitions, stats, clock=clock)
     if zk is not None:
         offsets = ZooKeeperOffsets(zk)

@@ -7,17 +7,20 @@ keys and timestamps. Each batch is stamped with its base offset (MODERN.md D1: t
 modern end) and the leader epoch, and stored as one 0.7 gzip wrapper (D2,
 storage/modern_reads.py), so 0.7 consumers read its values.
 
-Acknowledgement: acks=0 gets no answer; acks=1 once appended; acks=-1 (all) once every
-in-sync replica has the batch (a replicated topic's high watermark passes it, refused up
-front with 19 while the ISR is below ``min.insync.replicas``), or error 7 at the request's
-timeout. A 0.7 topic has one copy: appended is all.
+Acknowledgement: acks=0 gets no answer; acks=1 once appended; acks=-1 (all) once the batch
+is committed, i.e. visible to consumers, or error 7 at the request's timeout. On a replicated
+topic that is when every in-sync replica has it (the high watermark passes it; refused up
+front with 19 while the ISR is below ``min.insync.replicas``). A 0.7 topic has one copy whose
+data is visible once flushed (``log.visibility``): acks=all asks for the flush at once (the
+flusher groups concurrent requests into one fsync) and answers when it is published, so a
+consumer started after the acknowledgement reads the batch, as with Kafka.
 
 Idempotent producers (MODERN.md D4): InitProducerId hands out ids (idempotence/
 producer_ids.py); a batch with a producer id is checked against its partition's table
 (idempotence/producer_state.py) before it is appended: a retry of one of the last five is
 acknowledged with the offset it was stored at and not stored again.
 
-Errors per partition (docs/kafka-protocol.md §5): 2 corrupt batch, 3 unknown topic or
+Errors per partition (docs/kafka-protocol.md §7): 2 corrupt batch, 3 unknown topic or
 partition, 6 not the leader, 10 batch too large, 19 too few in-sync replicas, 21 bad acks,
 45 out-of-order sequence, 47 fenced producer epoch, 56 disk error, 59 unknown producer.
 """
@@ -26,7 +29,7 @@ from __future__ import annotations
 
 import logging
 
-from twisted.internet.defer import DeferredList, inlineCallbacks
+from twisted.internet.defer import Deferred, DeferredList, inlineCallbacks
 
 from twisted_broker.idempotence.producer_state import ProducerStates
 from twisted_broker.kafka_wire import errors as kafka_errors
@@ -37,8 +40,10 @@ from twisted_broker.kafka_wire.record_batch import (
 )
 from twisted_broker.kafka_wire.record_compression import UnsupportedCompression
 from twisted_broker.replication.errors import RequestTimedOut
+from twisted_broker.server.held_fetch import HeldFetch
 from twisted_broker.server.modern_partitions import PartitionError, PartitionFinder, Target, partition_answers
 from twisted_broker.server.stats import BrokerStats
+from twisted_broker.storage.log import Log
 from twisted_broker.storage.modern_reads import append_batch, earliest, iter_batch_headers
 
 log = logging.getLogger(__name__)
@@ -54,14 +59,15 @@ class BadRecords(Exception):
 
 
 class ProduceRequests:
-    """The Produce handler; ``now_ms()`` stamps records of magic 0 sets, which have no time."""
+    """The Produce handler; ``clock`` times acks=all waits and stamps records of magic 0 sets,
+    which have no time."""
 
-    def __init__(self, partitions: PartitionFinder, stats: BrokerStats, *, max_batch_bytes: int, now_ms,
+    def __init__(self, partitions: PartitionFinder, stats: BrokerStats, *, max_batch_bytes: int, clock,
                  producer_ids) -> None:
         self.partitions = partitions
         self.stats = stats
         self.max_batch_bytes = max_batch_bytes
-        self.now_ms = now_ms
+        self.clock = clock
         self.producer_ids = producer_ids  # idempotence/producer_ids.py: ZooKeeper's or log.dir's
         self.producers = ProducerStates()
         self._epochs: dict[tuple[str, int], int] = {}  # the leader epoch each table was built in
@@ -108,6 +114,8 @@ class ProduceRequests:
                 manager = self.partitions.replication.manager
                 waits.append((answer, manager.wait_for_commit(target.replica, target.replica.log.written_end,
                                                               timeout_ms)))
+            elif acks == -1:
+                waits.append((answer, self._visible(target.log, target.log.written_end, timeout_ms)))
         if waits:
             results = yield DeferredList([waiting for _, waiting in waits], consumeErrors=True)
             for (answer, _), (ok, value) in zip(waits, results):
@@ -151,7 +159,7 @@ class ProduceRequests:
         legacy = decode_legacy_set(records, max_bytes=self.max_batch_bytes * 10)
         if not legacy:
             raise BadRecords(kafka_errors.CORRUPT_MESSAGE, "no complete message")
-        now = self.now_ms()
+        now = int(self.clock.seconds() * 1000)
         batch = bytearray(build_batch([(r.timestamp if r.timestamp >= 0 else now, r.key, r.value) for r in legacy]))
         return batch, check_batch(batch)
 
@@ -188,6 +196,24 @@ class ProduceRequests:
             stats.bytes_in += size
         self.stats.appended(topic, log_.partition, count)
         return first
+
+    def _visible(self, log_: Log, end: int, timeout_ms: int) -> Deferred:
+        """Fires once ``log_`` shows consumers everything before ``end``; fails with
+        RequestTimedOut after ``timeout_ms``."""
+        visible: Deferred = Deferred()
+        deadline = self.clock.seconds() + max(timeout_ms, 0) / 1000
+
+        def check() -> None:
+            if log_.end_offset >= end:
+                visible.callback(None)
+            elif self.clock.seconds() >= deadline:
+                visible.errback(RequestTimedOut(f"{log_.name}: not flushed within {timeout_ms} ms"))
+            else:
+                HeldFetch(self.clock, [log_], check, deadline - self.clock.seconds())
+
+        log_.start_flush()
+        check()
+        return visible
 
     def _producers(self, target: Target):
         """The idempotent producers' table of the partition: built from its stored batches the
