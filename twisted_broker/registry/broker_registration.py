@@ -100,6 +100,11 @@ class BrokerRegistration:
             if self.registered:
                 self._register_topic(topic)
 
+    def remove_topic(self, topic: str) -> None:
+        """Forget a topic whose last log here was deleted (LogManager.on_topic_gone), so a new
+        ZooKeeper session does not register it again; its node is the deleter's to remove."""
+        self._topics.discard(topic)
+
     def _register_topic(self, topic: str) -> Deferred:
         path = paths.broker_topic_path(topic, self.info.broker_id)
         value = paths.encode_partition_count(self._partitions_for(topic))

@@ -114,6 +114,7 @@ class BrokerService(Service):
             log.info("%s listening on port %d", listener.name, self._ports[-1].getHost().port)
         if self.registration is not None:
             self.logs.on_new_topic = self.registration.add_topic
+            self.logs.on_topic_gone = self.registration.remove_topic
             try:
                 self.registration.register_blocking(self.port, self.logs.topics_0_7(), self._zk_connect_timeout_s)
             except BrokerIdInUse as exc:

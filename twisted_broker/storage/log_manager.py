@@ -48,6 +48,7 @@ class LogManager:
                  policy_for: Callable[[str], LogPolicy] = lambda topic: LogPolicy(),
                  max_topic_name_length: int = MAX_TOPIC_NAME_LENGTH,
                  on_new_topic: Callable[[str], object] | None = None,
+                 on_topic_gone: Callable[[str], object] | None = None,
                  flusher: Flusher | None = None, visible_at_append: bool = False) -> None:
         self.log_dir = os.path.abspath(log_dir)
         self._now = now
@@ -55,6 +56,7 @@ class LogManager:
         self.policy_for = policy_for
         self.max_topic_name_length = max_topic_name_length
         self.on_new_topic = on_new_topic
+        self.on_topic_gone = on_topic_gone  # the last log of a topic was deleted here
         self.flusher = flusher or InlineFlusher()
         self.visible_at_append = visible_at_append  # 0.7 topics' logs: log.visibility=committed
         self._logs: dict[str, dict[int, Log]] = {}
@@ -179,11 +181,13 @@ class LogManager:
         return created  # not on_new_topic: replicated topics stay out of 0.7's registry
 
     def delete_log(self, topic: str, partition: int) -> None:
-        """Close and delete a log and its directory (a replica moved away by reassignment)."""
+        """Close and delete a log and its directory (a replica moved away by reassignment, a
+        topic deleted)."""
         log_ = self._logs.get(topic, {}).pop(partition, None)
         if log_ is None:
             return
-        if not self._logs[topic]:
+        gone = not self._logs[topic]
+        if gone:
             del self._logs[topic]
         log_.close()
         for segment in log_.segments:
@@ -192,6 +196,8 @@ class LogManager:
             os.unlink(os.path.join(log_.directory, name))
         os.rmdir(log_.directory)
         log.info("deleted log %s", log_.directory)
+        if gone and self.on_topic_gone is not None:
+            self.on_topic_gone(topic)
 
     def _partition_path(self, topic: str, partition: int) -> str:
         path = os.path.join(self.log_dir, f"{topic}-{partition}")

@@ -117,3 +117,16 @@ def test_each_topic_gets_its_own_policy(make_manager, batch):
             log.append(batch([b"ab"]))
     assert len(manager.get_log("small", 0).segments) == 3
     assert len(manager.get_log("big", 0).segments) == 1
+
+
+def test_deleting_a_topics_last_log_reports_the_topic_gone_once(make_manager, log_dir):
+    gone = []
+    manager = make_manager(partitions_for=lambda topic: 2, on_topic_gone=gone.append)
+    manager.get_or_create_log("doomed", 0)
+    manager.get_or_create_log("doomed", 1)
+    manager.delete_log("doomed", 0)
+    assert gone == []  # partition 1 is still here
+    manager.delete_log("doomed", 1)
+    manager.delete_log("doomed", 1)  # nothing left: no second report
+    assert gone == ["doomed"]
+    assert not os.path.exists(os.path.join(log_dir, "doomed-1"))
