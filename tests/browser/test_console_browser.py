@@ -13,9 +13,8 @@ from kazoo.client import KazooClient
 
 from tests.integration.conftest import BrokerProcess, new_chroot
 from tests.integration.polling import wait_for
-from tests.integration.test_webui import (
-    ConsoleProcess, member_events, produce, start_member, stop_process,
-)
+from tests.integration.console_process import ConsoleProcess
+from tests.integration.webui_cluster import member_events, produce, start_member, stop_process
 from twisted_broker.wire.message_set import encode_message_set
 
 pytestmark = pytest.mark.browser

@@ -9,7 +9,7 @@ import pytest
 from tests.integration.conftest import BrokerProcess, new_chroot
 from tests.integration.polling import wait_for
 from tests.integration.test_modern_group_views import kind_shown
-from tests.integration.test_webui import ConsoleProcess
+from tests.integration.console_process import ConsoleProcess
 
 pytestmark = pytest.mark.browser
 

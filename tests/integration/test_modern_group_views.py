@@ -12,7 +12,7 @@ from tests.integration.modern_listener import admin, start_with_listener
 from tests.integration.polling import wait_for
 from tests.integration.test_cli_groups import group_rows
 from tests.integration.test_cli_produce_consume import assert_one_line_error, run_cli
-from tests.integration.test_webui import ConsoleProcess, metric_families
+from tests.integration.console_process import ConsoleProcess, metric_families
 
 OLD, REPLICATED = "old", "rep"
 

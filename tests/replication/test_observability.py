@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.integration.conftest import BrokerProcess
 from tests.integration.test_debug_port import DebugSession
-from tests.integration.test_webui import ConsoleProcess, http, wait_for_port_file
+from tests.integration.console_process import ConsoleProcess, http, wait_for_port_file
 from tests.replication.conftest import Wire
 
 TOPIC = "watched"

@@ -1,6 +1,6 @@
 """ZooKeeper's four-letter words (server/debug_words.py) and BROKER-P partition arguments, run
-through DebugCommands against real logs, a real Broker for the traffic, and a task.Clock (the
-fixtures of test_debug_commands.py)."""
+through DebugCommands against real logs, a real Broker for the traffic, and a task.Clock
+(debug_fixtures.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from tests.unit.protocols.test_debug_commands import clock, commands, logs, run, stats  # noqa: F401 (fixtures)
+from tests.unit.protocols.debug_fixtures import clock, commands, logs, run, stats  # noqa: F401 (fixtures)
 from twisted_broker import __version__
 from twisted_broker.server.broker import Broker
 from twisted_broker.server.debug_commands import DebugCommands
