@@ -1,4 +1,8 @@
-"""A group's membership rules (Kafka 2.1's GroupCoordinator), event by event, through the table."""
+"""A group's membership rules (Kafka 2.1's GroupCoordinator), event by event, through the table.
+
+Over 400 lines: one state machine's transitions, read best in the order a group lives them
+(join, sync, heartbeat, leave, expiry, commit); the model-based tests are in their own module.
+"""
 
 import itertools
 import uuid
