@@ -198,17 +198,18 @@ def makeService(options: Options):  # BrokerService, in a MultiService with --we
     kafka_endpoint = options["kafka-endpoint"] or (
         config.kafka_port and f"tcp:{config.kafka_port}:interface={config.hostname or '127.0.0.1'}")
     modern_port = None
+    kafka_requests = None  # the modern listener's request figures
     if kafka_endpoint and kafka_endpoint != "none":
         endpoint = BoundEndpoint(serverFromString(reactor, kafka_endpoint))
         modern_port = endpoint.port
-        factory = _modern_factory(config, logs, stats, zk, cluster, replication, modern_port, reactor)
+        factory, kafka_requests = _modern_factory(config, logs, stats, zk, cluster, replication, modern_port, reactor)
         listeners.append(Listener("Kafka clients' protocol", endpoint, factory, _abspath(options["kafka-port-file"])))
     if options["debug"] != "none":
         from twisted_broker.protocols.debug import DebugFactory
         from twisted_broker.server.debug_commands import DebugCommands
 
         commands = DebugCommands(logs, stats, clock=reactor, broker_id=config.brokerid, zk=zk,
-                                 replication=replication_figures)
+                                 replication=replication_figures, kafka_requests=kafka_requests)
         listeners.append(Listener(
             "debug port", serverFromString(reactor, options["debug"]),
             DebugFactory(commands, clock=reactor, idle_timeout_s=options["debug-idle-timeout"]),
@@ -246,7 +247,7 @@ def makeService(options: Options):  # BrokerService, in a MultiService with --we
 
     embedded_console(
         serverFromString(reactor, options["webui"]), reactor=reactor, broker_id=config.brokerid,
-        snapshot=lambda: broker_snapshot(stats, logs), replication=replication_figures, zk=zk,
+        snapshot=lambda: broker_snapshot(stats, logs, kafka_requests), replication=replication_figures, zk=zk,
         zk_connect=config.zk_connect, host=config.hostname or "127.0.0.1", port=lambda: service.port, topics=logs.topics,
         partitions_for=config.partitions_for, allow_admin_actions=bool(options["allow-admin-actions"]),
         port_file=_abspath(options["webui-port-file"]),
@@ -304,15 +305,19 @@ class BoundEndpoint:
 
 def _modern_factory(config: BrokerConfig, logs: LogManager, stats: BrokerStats, zk, cluster, replication, port,
                     reactor):
-    """The modern listener's factory (docs/kafka-protocol.md) over the same logs."""
+    """The modern listener's factory (docs/kafka-protocol.md) over the same logs, and its
+    request figures."""
+    from twisted_broker.kafka_wire.api_keys import API_NAMES
     from twisted_broker.protocols.kafka_modern import KafkaModernFactory
     from twisted_broker.server.modern_handlers import modern_broker
 
     # The topics' figures are the 0.7 broker's; the request figures are this listener's own.
-    modern_stats = BrokerStats(RequestStats(config.monitoring_period_secs, reactor.seconds),
-                               all_topics=stats.all_topics, topics=stats.topics, log_messages=stats.log_messages)
+    requests = RequestStats(config.monitoring_period_secs, reactor.seconds, names=API_NAMES, always=())
+    modern_stats = BrokerStats(requests, all_topics=stats.all_topics, topics=stats.topics,
+                               log_messages=stats.log_messages)
     broker = modern_broker(config, logs, modern_stats, zk=zk, cluster=cluster, replication=replication,
                            port=port, clock=reactor)
-    return KafkaModernFactory(broker, max_request_size=config.max_socket_request_bytes,
-                              send_buffer_bytes=config.socket_send_buffer,
-                              receive_buffer_bytes=config.socket_receive_buffer, clock=reactor)
+    factory = KafkaModernFactory(broker, max_request_size=config.max_socket_request_bytes,
+                                 send_buffer_bytes=config.socket_send_buffer,
+                                 receive_buffer_bytes=config.socket_receive_buffer, clock=reactor)
+    return factory, requests

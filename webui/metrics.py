@@ -6,7 +6,8 @@ already holds: the registry cache (counts), the last lag sample of each group, t
 rebalance check, the cache's ZooKeeper counters, replication as ZooKeeper holds it (the
 ``twisted_broker_cluster_*`` controller, under-replicated and offline partitions: the same on
 every console), and the embedded broker's ``broker_snapshot`` (the 0.7 beans:
-SocketServerStats, BrokerTopicStat, LogFlushStats, per-log figures) and
+SocketServerStats, BrokerTopicStat, LogFlushStats, per-log figures; the modern listener's
+requests as ``twisted_broker_broker_kafka_*``) and
 ``replication_snapshot`` (this broker's leaderships, ISR changes, controller, lags). A scrape
 asks no broker and no ZooKeeper anything. Page timings are a Histogram.
 
@@ -136,6 +137,8 @@ def _broker(broker_id: int, snapshot: dict) -> Iterator[Metric]:
     connections = GaugeMetricFamily(f"{PREFIX}_broker_connections", "Open client connections", labels=["broker"])
     connections.add_metric([broker], server["connections"])
     yield connections
+    if snapshot.get("kafka_listener") is not None:
+        yield from _kafka_listener(broker, snapshot["kafka_listener"])
     topic_stats = {"messages_in": "Messages appended", "bytes_in": "Bytes appended", "bytes_out": "Bytes fetched",
                    "failed_produce_requests": "Produce requests that failed",
                    "failed_fetch_requests": "Fetch requests that failed"}
@@ -167,6 +170,32 @@ def _broker(broker_id: int, snapshot: dict) -> Iterator[Metric]:
         end.add_metric(key, figures["current_offset"])
         appended.add_metric(key, figures["messages_appended"])
     yield from (size, segments, end, appended)
+
+
+def _kafka_listener(broker: str, server: dict) -> Iterator[Metric]:
+    """The modern listener's request figures (its own, beside the 0.7 port's SocketServerStats)."""
+    requests = CounterMetricFamily(f"{PREFIX}_broker_kafka_requests", "Requests of today's Kafka clients "
+                                   "handled, by API", labels=["broker", "api"])
+    avg = GaugeMetricFamily(f"{PREFIX}_broker_kafka_request_avg_ms", "Average handling time, by API",
+                            labels=["broker", "api"])
+    top = GaugeMetricFamily(f"{PREFIX}_broker_kafka_request_max_ms", "Longest handling time, by API",
+                            labels=["broker", "api"])
+    for name, figures in server["requests"].items():
+        requests.add_metric([broker, name], figures["count"])
+        avg.add_metric([broker, name], figures["avg_ms"])
+        top.add_metric([broker, name], figures["max_ms"])
+    yield from (requests, avg, top)
+    for name, help_text in [("bytes_read", "Bytes read from Kafka clients"),
+                            ("bytes_written", "Bytes written to Kafka clients"),
+                            ("connections_total", "Kafka clients' connections accepted")]:
+        family = CounterMetricFamily(f"{PREFIX}_broker_kafka_{name.removesuffix('_total')}", help_text,
+                                     labels=["broker"])
+        family.add_metric([broker], server[name])
+        yield family
+    connections = GaugeMetricFamily(f"{PREFIX}_broker_kafka_connections", "Open Kafka clients' connections",
+                                    labels=["broker"])
+    connections.add_metric([broker], server["connections"])
+    yield connections
 
 
 def _broker_replication(broker_id: int, figures: dict) -> Iterator[Metric]:

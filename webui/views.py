@@ -372,7 +372,8 @@ def broker_page(broker_id: int, entry: BrokerEntry | None, *, topics: Mapping[st
                 snapshot: Mapping[str, Any] | None, log_page: int = 1,
                 replication: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """A broker's registration and topics, and its 0.7 statistics when the console has them
-    (it is embedded in that broker); a standalone console cannot read them over the wire.
+    (it is embedded in that broker), with its modern listener's requests (``kafka_listener``,
+    None without one); a standalone console cannot read them over the wire.
     ``replication`` (embedded, with ZooKeeper): server.stats.replication_snapshot, shown as is."""
     logs = paginate(list(snapshot["logs"]) if snapshot else [], log_page)
     return {
@@ -381,8 +382,8 @@ def broker_page(broker_id: int, entry: BrokerEntry | None, *, topics: Mapping[st
         "topics": [{"name": topic, "partitions": count} for topic, count in topics.items()],
         "has_stats": snapshot is not None,
         "stats": None if snapshot is None else {
-            "socket_server": snapshot["socket_server"], "all_topics": snapshot["all_topics"],
-            "topics": snapshot["topics"], "log_flush": snapshot["log_flush"]},
+            "socket_server": snapshot["socket_server"], "kafka_listener": snapshot.get("kafka_listener"),
+            "all_topics": snapshot["all_topics"], "topics": snapshot["topics"], "log_flush": snapshot["log_flush"]},
         "logs": logs,
         "replication": replication,
     }

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import socket
+import struct
 import time
 
 import pytest
@@ -17,6 +18,9 @@ import pytest
 from tests.integration.conftest import SocketClient
 from tests.integration.polling import fetch_all, latest_offset, produce_payloads, wait_for, wait_for_end
 from twisted_broker import __version__
+from twisted_broker.kafka_wire.api_keys import API_VERSIONS, METADATA
+from twisted_broker.kafka_wire.protocol import decode_response as decode_kafka_response
+from twisted_broker.kafka_wire.protocol import encode_request as encode_kafka_request
 from twisted_broker.wire.compression import GZIP
 from twisted_broker.wire.message_set import encode_compressed_message_set
 from twisted_broker.wire.requests import ProduceRequest, encode_request
@@ -268,3 +272,28 @@ def test_words_inside_an_interactive_session_keep_it_open(debug_broker):
             "error: partition '3-0' is on broker 3; this is broker 0: give P or 0-P"]
         assert session.ask("ruok") == ["imok"]
         assert not session.is_closed_by_peer(timeout_s=0.3)
+
+
+def test_the_words_show_the_listener_of_todays_kafka_clients_apart(debug_broker):
+    broker, port = debug_broker(extra_args=["--kafka-endpoint", "tcp:0:interface=127.0.0.1",
+                                            "--kafka-port-file", "kafka-port"])
+    kafka_port = int((broker.directory / "kafka-port").read_text())
+    before = mntr(port)
+    assert (before["tb_kafka_open_connections"], before["tb_kafka_connections_total"]) == ("0", "0")
+    with socket.create_connection(("127.0.0.1", kafka_port), timeout=10) as client:
+        reader = client.makefile("rb")
+        for correlation_id, (api_key, version, body) in enumerate(
+                [(API_VERSIONS, 0, {}), (METADATA, 1, {"topics": None})]):
+            client.sendall(encode_kafka_request(api_key, version, correlation_id, "debug-test", body))
+            (size,) = struct.unpack(">i", reader.read(4))
+            assert decode_kafka_response(api_key, version, reader.read(size))[0] == correlation_id
+        figures = mntr(port)
+        assert (figures["tb_kafka_open_connections"], figures["tb_kafka_connections_total"]) == ("1", "1")
+        assert (figures["tb_kafka_requests_api_versions"], figures["tb_kafka_requests_metadata"]) == ("1", "1")
+        assert int(figures["tb_kafka_bytes_received"]) > 0 and int(figures["tb_kafka_bytes_sent"]) > 0
+        assert figures["tb_open_connections"] == before["tb_open_connections"]  # the 0.7 port's
+        peer = f" /127.0.0.1:{client.getsockname()[1]}[1](queued=0,recved=2,sent=2,"
+        cons = one_shot(port, b"cons\n").decode().splitlines()
+        assert re.search(r",lop=Metadata,idle=\d+\)$", next(line for line in cons if line.startswith(peer))), cons
+        srvr = one_shot(port, b"srvr\n").decode().splitlines()
+        assert {"Kafka-client connections: 1", "Kafka-client requests: 2 (ApiVersions 1, Metadata 1)"} <= set(srvr)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
+from tests.integration.console_process import http, metric_families, wait_for_port_file
 from tests.integration.modern_listener import start_with_listener
 from tests.integration.polling import produce_payloads, wait_for, wait_for_payloads
 from tests.reliability.test_tls import certificate  # noqa: F401 (a fixture: a self-signed certificate)
@@ -156,3 +157,28 @@ def test_acks_all_on_a_single_copy_topic_answers_once_consumers_can_read_the_bat
     finally:
         reader.close()
     assert [r.value for r in consume(port, "single", 0, 2)] == [b"acks=1", b"acks=all"]
+
+
+def test_the_embedded_console_shows_the_modern_listeners_requests_beside_the_0_7_ports(broker_factory, tmp_path):
+    port_file = tmp_path / "webui-port"
+    broker, port = start_with_listener(broker_factory, extra_args=[
+        "--webui", "tcp:0:interface=127.0.0.1", "--webui-port-file", str(port_file)])
+    console_port = wait_for_port_file(port_file, broker.process, 30)
+    sender = producer(port, acks=1)
+    for i in range(3):
+        sender.send("t", value=b"v%d" % i, partition=0)
+    sender.flush()
+    sender.close()
+    families = metric_families(console_port)
+    requests = {s.labels["api"]: s.value for s in families["twisted_broker_broker_kafka_requests"].samples}
+    assert requests["Produce"] >= 1 and requests["Metadata"] >= 1 and requests["ApiVersions"] >= 1
+    assert families["twisted_broker_broker_kafka_connections"].samples[0].value == 0  # the producer closed
+    assert families["twisted_broker_broker_kafka_bytes_read"].samples[0].value > 0
+    old_port = {s.labels["request"]: s.value for s in families["twisted_broker_broker_requests"].samples}
+    assert old_port["produce"] == 0  # the 0.7 port's figures stay its own
+    messages_in = {s.labels["topic"]: s.value for s in families["twisted_broker_broker_topic_messages_in"].samples}
+    assert messages_in["t"] == 3  # topics' figures count both listeners
+    stats = http(console_port, "GET", "/api/brokers/0").json()["stats"]
+    assert stats["kafka_listener"]["requests"]["Produce"]["count"] == requests["Produce"]
+    page = http(console_port, "GET", "/brokers/0").text
+    assert 'id="kafka-requests"' in page and "<td>Produce</td>" in page

@@ -35,7 +35,7 @@ from twisted_broker.server.debug_words import FourLetterWords
 from twisted_broker.server.debug_zookeeper import (
     MAX_ZK_CHILDREN, ZK_DATA_PREVIEW_BYTES, ZK_SUBCOMMANDS, ZK_USAGE, ZooKeeperCommands,
 )
-from twisted_broker.server.stats import BrokerStats
+from twisted_broker.server.stats import BrokerStats, RequestStats
 from twisted_broker.storage.log_manager import LogManager
 
 __all__ = [  # with the names kept importable from here since the split
@@ -98,16 +98,18 @@ class DebugCommands:
     Reactor thread only. ``zk`` is the ZooKeeper bridge (None with enable.zookeeper=false);
     ``clock`` provides callLater and seconds (the reactor, or a task.Clock in tests).
     ``replication()`` gives server.stats.replication_snapshot (None without ZooKeeper).
+    ``kafka_requests`` are the modern listener's request figures (None: no such listener).
     """
 
     def __init__(self, logs: LogManager, stats: BrokerStats, *, clock, broker_id: int, zk=None,
-                 replication: Callable[[], dict] | None = None, zk_timeout_s: float = 10.0, flush_timeout_s: float = 30.0,
+                 replication: Callable[[], dict] | None = None, kafka_requests: RequestStats | None = None,
+                 zk_timeout_s: float = 10.0, flush_timeout_s: float = 30.0,
                  tail_scan_bytes: int = TAIL_SCAN_BYTES) -> None:
         self.broker_id = broker_id
         log_commands = LogCommands(logs, stats, clock=clock, broker_id=broker_id, flush_timeout_s=flush_timeout_s)
         message_commands = MessageCommands(logs, broker_id=broker_id, tail_scan_bytes=tail_scan_bytes)
         zk_commands = ZooKeeperCommands(zk, clock=clock, timeout_s=zk_timeout_s)
-        words = FourLetterWords(logs, stats, broker_id=broker_id, replication=replication)
+        words = FourLetterWords(logs, stats, broker_id=broker_id, replication=replication, kafka_requests=kafka_requests)
         replica_commands = ReplicaCommands(replication)
         self._handlers: dict[str, Callable[[list[str]], list[str] | Answer | Deferred]] = {
             "help": self._help, "stats": log_commands.stats, "topics": log_commands.topics,

@@ -7,8 +7,9 @@ carry over; the figures are this broker's:
 - ``ruok``: ``imok``; the reactor answered, so the broker serves (what ZooKeeper's means too).
 - ``srvr``: ``Name: value`` lines: version (as ``twisted-broker --version`` prints it), broker
   id, mode, uptime, Kafka-protocol connections, requests waiting, requests handled, their
-  latency, partitions. ``stat`` is ``srvr`` with the ``Clients:`` list of ``cons`` after the
-  version, as in ZooKeeper.
+  latency, partitions; with the listener of today's Kafka clients, its connections and
+  requests by API name too. ``stat`` is ``srvr`` with the ``Clients:`` list of ``cons`` after
+  the version, as in ZooKeeper.
 - ``cons``: one line per open Kafka-protocol connection, oldest first, in ZooKeeper's shape
   `` /HOST:PORT[R](k=v,...)``: R is 1 while the broker reads the connection, 0 while it holds
   off (a response streams to a pipelining peer, or a big request waits for buffer space);
@@ -16,10 +17,17 @@ carry over; the figures are this broker's:
   responses sent (produce requests have none), ``bytes_recved``/``bytes_sent`` on the socket,
   ``est`` when it connected (ms since 1970), ``lop`` the last request's type (``NA`` before
   one), ``idle`` ms since the last byte either way. ZooKeeper's session fields (sid, to,
-  lzxid...) have no counterpart in Kafka 0.7 and are left out.
+  lzxid...) have no counterpart in Kafka 0.7 and are left out. The connections of the modern
+  listener follow those of the 0.7 port, in the same shape; their ``lop`` is Kafka's API name
+  (``Produce``, ``Fetch``, ``Metadata``...), where the 0.7 port's are lower case (``produce``).
 - ``mntr``: ``key<TAB>value`` lines, keys ``tb_...`` without spaces (as ZooKeeper's ``zk_...``).
   Byte and message counts are since the broker started; ``tb_messages_out`` is an estimate
-  (server/stats.py, ``BrokerStats.record_fetched``).
+  (server/stats.py, ``BrokerStats.record_fetched``). Messages and bytes in and out count both
+  listeners; ``tb_requests_*``, ``tb_open_connections`` and ``tb_bytes_received``/``_sent`` are
+  the 0.7 port's, and ``tb_kafka_*`` the modern listener's: ``tb_kafka_open_connections``,
+  ``tb_kafka_connections_total``, ``tb_kafka_bytes_received``/``_sent`` (0 without the
+  listener) and ``tb_kafka_requests_<api>`` (``list_offsets`` for ListOffsets) once a request of that API was
+  served.
 
 The mode (ZooKeeper says leader, follower or standalone) is the broker's role in replication:
 ``controller`` for the one broker that is the cluster's controller now, ``broker`` for every
@@ -39,10 +47,11 @@ each replica.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from twisted_broker import __version__
-from twisted_broker.server.stats import BrokerStats, ConnectionStats, broker_snapshot
+from twisted_broker.server.stats import BrokerStats, ConnectionStats, RequestStats, broker_snapshot
 from twisted_broker.storage.log_manager import LogManager
 
 FOUR_LETTER_WORDS = ("ruok", "stat", "srvr", "cons", "mntr")
@@ -58,12 +67,14 @@ class FourLetterWords:
     """The words' answers for one broker. Reactor thread only; each takes no arguments."""
 
     def __init__(self, logs: LogManager, stats: BrokerStats, *, broker_id: int, version: str = __version__,
-                 replication: Callable[[], dict] | None = None) -> None:
+                 replication: Callable[[], dict] | None = None, kafka_requests: RequestStats | None = None) -> None:
         """``replication()`` is server.stats.replication_snapshot of this broker's replication
-        (None: no ZooKeeper, so no replication)."""
+        (None: no ZooKeeper, so no replication); ``kafka_requests`` the modern listener's
+        request figures (None: no such listener)."""
         self._logs, self._stats = logs, stats
         self._broker_id, self._version = broker_id, version
         self._replication = replication
+        self._kafka_requests = kafka_requests
 
     def _replication_figures(self) -> dict | None:
         return self._replication() if self._replication is not None else None
@@ -81,6 +92,8 @@ class FourLetterWords:
         requests = self._stats.requests
         now = requests.now()
         lines = [_connection_line(connection, now) for connection in requests.open_connections]
+        if self._kafka_requests is not None:
+            lines += [_connection_line(connection, now) for connection in self._kafka_requests.open_connections]
         return lines or [" (no Kafka-protocol connections)"]
 
     def mntr(self, args: list[str]) -> list[str]:
@@ -116,6 +129,7 @@ class FourLetterWords:
             ("log_segments", sum(entry["segments"] for entry in snapshot["logs"])),
             ("partitions_refusing_writes", sum(log_.write_error is not None for log_ in logs)),
             *_replication_pairs(replication),
+            *_kafka_listener_pairs(self._kafka_requests),
             ("flushes", flush["flushes"]),
             ("flush_latency_avg_ms", flush["avg_ms"]),
             ("flush_latency_max_ms", flush["max_ms"]),
@@ -140,6 +154,7 @@ class FourLetterWords:
                 f"Requests: {sum(figures['count'] for figures in by_type.values())} ("
                 + ", ".join(f"{name} {figures['count']}" for name, figures in by_type.items()) + ")",
                 f"Latency avg/max: {average_ms:.3f}/{max_ms:.3f} ms",
+                *_kafka_listener_lines(self._kafka_requests),
                 f"Partitions: {sum(1 for _ in self._logs.logs())}"]
 
 
@@ -176,6 +191,33 @@ def _replication_pairs(replication: dict | None) -> list[tuple[str, object]]:
             ("controller", int(controller["active"])),
             ("controller_id", -1 if controller["broker_id"] is None else controller["broker_id"]),
             ("controller_epoch", -1 if controller["epoch"] is None else controller["epoch"])]
+
+
+def _kafka_listener_lines(requests: RequestStats | None) -> list[str]:
+    if requests is None:
+        return []
+    by_type = requests.snapshot()["requests"]
+    return [f"Kafka-client connections: {requests.connections}",
+            f"Kafka-client requests: {sum(figures['count'] for figures in by_type.values())} ("
+            + ", ".join(f"{name} {figures['count']}" for name, figures in by_type.items()) + ")"]
+
+
+def _kafka_listener_pairs(requests: RequestStats | None) -> list[tuple[str, object]]:
+    """mntr's keys of the modern listener: connections and bytes always (0 without the
+    listener), requests by API name once one of that API was served."""
+    snapshot = requests.snapshot() if requests is not None else {
+        "requests": {}, "connections": 0, "connections_total": 0, "bytes_read": 0, "bytes_written": 0}
+    return [("kafka_open_connections", snapshot["connections"]),
+            ("kafka_connections_total", snapshot["connections_total"]),
+            ("kafka_bytes_received", snapshot["bytes_read"]),
+            ("kafka_bytes_sent", snapshot["bytes_written"]),
+            *((f"kafka_requests_{_snake_case(name)}", figures["count"])
+              for name, figures in snapshot["requests"].items())]
+
+
+def _snake_case(api_name: str) -> str:
+    """``ListOffsets`` -> ``list_offsets``: mntr's keys are lower case, as ZooKeeper's."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", api_name).lower()
 
 
 def _connection_line(connection: ConnectionStats, now: float) -> str:

@@ -2,6 +2,8 @@
 
 - ``RequestStats`` is 0.7's SocketServerStats: per request type, counts, a rate over the last
   ``monitoring.period.secs`` window, average and maximum handling time; bytes read and written.
+  The modern listener keeps one of its own, named by Kafka's API names (its api keys reuse 0.7's
+  type numbers), which ``broker_snapshot`` adds as ``kafka_listener``.
 - ``TopicStats`` is BrokerTopicStat, kept per topic and for all topics together: messages and
   bytes in, bytes and (estimated, see ``record_fetched``) messages out, failed produce and
   fetch requests.
@@ -18,7 +20,7 @@ Nothing here is thread-safe: the reactor thread updates and reads them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from twisted_broker.storage.log import Log
@@ -98,14 +100,19 @@ class RequestTypeStats:
 
 
 class RequestStats:
-    """SocketServerStats: request counts, rates and times per type; bytes read and written."""
+    """SocketServerStats: request counts, rates and times per type; bytes read and written.
 
-    def __init__(self, window_seconds: float, now: Callable[[], float]) -> None:
+    ``names`` spells the types (0.7's and replication's by default); the types of ``always``
+    are listed from the start (0.7's by default), the others once a request of theirs is served.
+    """
+
+    def __init__(self, window_seconds: float, now: Callable[[], float], *,
+                 names: Mapping[int, str] = ALL_REQUEST_NAMES, always: Iterable[int] = REQUEST_NAMES) -> None:
         self.now = now
         self._window_seconds = window_seconds
-        # 0.7's types always; replication's appear once a broker serves one.
+        self._names = names
         self._by_type = {request_type: RequestTypeStats(WindowedCounter(window_seconds, now))
-                         for request_type in REQUEST_NAMES}
+                         for request_type in always}
         self.bytes_read = WindowedCounter(window_seconds, now)
         self.bytes_written = WindowedCounter(window_seconds, now)
         self.now = now
@@ -140,7 +147,8 @@ class RequestStats:
             stats.max_seconds = seconds
 
     def snapshot(self) -> dict:
-        return {"requests": {ALL_REQUEST_NAMES[t]: s.snapshot() for t, s in self._by_type.items()},
+        names = self._names
+        return {"requests": {names.get(t, str(t)): s.snapshot() for t, s in self._by_type.items()},
                 "bytes_read": self.bytes_read.total, "bytes_read_per_second": self.bytes_read.rate(),
                 "bytes_written": self.bytes_written.total,
                 "bytes_written_per_second": self.bytes_written.rate(),
@@ -218,9 +226,13 @@ def flush_snapshot(logs: Iterable[Log]) -> dict:
             "max_ms": max((log.flush_seconds_max for log in logs), default=0.0) * 1000}
 
 
-def broker_snapshot(stats: BrokerStats, logs: LogManager) -> dict:
-    """Every statistic of the broker, as plain data for the admin site, debug port and metrics."""
+def broker_snapshot(stats: BrokerStats, logs: LogManager, kafka_listener: RequestStats | None = None) -> dict:
+    """Every statistic of the broker, as plain data for the admin site, debug port and metrics.
+
+    ``kafka_listener``: the modern listener's request figures (None: no such listener here).
+    """
     return {"socket_server": stats.requests.snapshot(),
+            "kafka_listener": kafka_listener.snapshot() if kafka_listener is not None else None,
             "all_topics": stats.all_topics.snapshot(),
             "topics": {name: topic.snapshot() for name, topic in sorted(stats.topics.items())},
             "log_flush": flush_snapshot(logs.logs()),

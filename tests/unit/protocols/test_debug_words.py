@@ -12,7 +12,9 @@ from tests.unit.protocols.debug_fixtures import clock, commands, logs, run, stat
 from twisted_broker import __version__
 from twisted_broker.server.broker import Broker
 from twisted_broker.server.debug_commands import DebugCommands
-from twisted_broker.server.stats import BrokerStats
+from twisted_broker.kafka_wire.api_keys import API_NAMES, LIST_OFFSETS
+from twisted_broker.kafka_wire.api_keys import PRODUCE as PRODUCE_API
+from twisted_broker.server.stats import BrokerStats, RequestStats
 from twisted_broker.wire.message_set import encode_message_set
 from twisted_broker.wire.requests import FETCH, PRODUCE, FetchRequest, ProduceRequest
 
@@ -216,3 +218,40 @@ def test_replicas_lists_each_replica_with_its_role_isr_watermark_and_lag(replica
 def test_replicas_without_zookeeper_is_a_clear_error(commands):
     assert run(commands, "replicas") == ["error: no replication: this broker runs without ZooKeeper"]
     assert re.search(r"^  replicas \[TOPIC\] ", "\n".join(run(commands, "help")), re.MULTILINE)
+
+
+@pytest.fixture
+def kafka_requests(clock) -> RequestStats:  # noqa: F811 (fixtures)
+    """The modern listener's request figures, as tap.py makes them."""
+    return RequestStats(60, clock.seconds, names=API_NAMES, always=())
+
+
+@pytest.fixture
+def with_listener(logs, stats, clock, kafka_requests) -> DebugCommands:  # noqa: F811 (fixtures)
+    return DebugCommands(logs, stats, clock=clock, broker_id=BROKER_ID, kafka_requests=kafka_requests)
+
+
+def test_the_words_count_the_modern_listener_apart_from_the_0_7_port(with_listener, stats, kafka_requests, clock):
+    stats.requests.connection_opened("127.0.0.1", 50000)
+    client = kafka_requests.connection_opened("127.0.0.1", 50001)
+    client.requests, client.last_request = 2, "Metadata"
+    kafka_requests.record(PRODUCE_API, 0.002)  # api key 0, as 0.7's produce type
+    kafka_requests.record(LIST_OFFSETS, 0.001)
+    kafka_requests.bytes_read.add(120)
+    figures = mntr(with_listener)
+    assert (figures["tb_open_connections"], figures["tb_requests_produce"]) == ("1", "0")
+    assert (figures["tb_kafka_open_connections"], figures["tb_kafka_connections_total"]) == ("1", "1")
+    assert (figures["tb_kafka_requests_produce"], figures["tb_kafka_requests_list_offsets"]) == ("1", "1")
+    assert figures["tb_kafka_bytes_received"] == "120"
+    cons = run(with_listener, "cons")
+    assert len(cons) == 2 and "lop=Metadata" in cons[1] and cons[1].startswith(" /127.0.0.1:50001[1](")
+    srvr = run(with_listener, "srvr")
+    assert "Kafka-client connections: 1" in srvr
+    assert "Kafka-client requests: 2 (Produce 1, ListOffsets 1)" in srvr
+
+
+def test_without_the_listener_mntr_has_its_keys_at_zero(commands, with_listener):
+    alone, listening = mntr(commands), mntr(with_listener)
+    assert set(alone) == set(listening)  # no request served yet: no tb_kafka_requests_*
+    assert (alone["tb_kafka_open_connections"], alone["tb_kafka_bytes_sent"]) == ("0", "0")
+    assert not any(line.startswith("Kafka-client") for line in run(commands, "srvr"))
