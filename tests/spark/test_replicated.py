@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import json
+import time
 from collections import Counter
 
 import pytest
@@ -19,8 +20,9 @@ import pytest
 from tests.replication.conftest import Wire, replicated_cluster, three_brokers  # noqa: F401 (fixtures)
 from tests.replication.test_failover import produce_all
 from tests.spark.topic_data import payloads, rows_of
+from twisted_broker.cli import build_parser
 from twisted_broker.client.simple_consumer import LATEST_TIME, SimpleConsumer
-from twisted_broker.spark.etl import EtlRun
+from twisted_broker.spark.etl import EtlError, EtlRun
 from twisted_broker.wire.compression import GZIP
 from twisted_broker.wire.message_set import encode_compressed_message_set
 from twisted_broker.wire.replication import ProduceAckRequest, decode_produce_acks, encode_replication_request
@@ -142,3 +144,34 @@ def test_the_etl_resumes_exactly_across_leaders_killed_mid_run_and_between_runs(
     checkpoint = json.loads((tmp_path / "checkpoint" / "offsets.json").read_text())
     assert checkpoint["run_id"] == last["run_id"]
     assert checkpoint["offsets"] == {str(p): max(row[3] for row in expected if row[1] == p) for p in (0, 1)}
+
+
+
+def test_the_etls_failover_timeout_bounds_its_wait_for_a_replica_to_reach_the_checkpoint(
+        spark, three_brokers, tmp_path):  # noqa: F811
+    cluster = three_brokers
+    cluster.create(TOPIC)
+    for partition in (0, 1):
+        _produce(cluster, partition, payloads(f"p{partition}", 10, 40))
+    _run(cluster, tmp_path).run(lambda: spark)
+    # A checkpoint past every replica's end: what a follower whose high watermark lags the
+    # leader's shows for a moment. Planning asks again until the failover timeout, then fails.
+    path = tmp_path / "checkpoint" / "offsets.json"
+    checkpoint = json.loads(path.read_text())
+    checkpoint["offsets"]["0"] += 1000
+    path.write_text(json.dumps(checkpoint))
+    waited = {}
+    for timeout_ms in (0, 3000):
+        run = EtlRun(topic=TOPIC, output=tmp_path / "out", checkpoint=tmp_path / "checkpoint",
+                     zk_connect=cluster.zk_connect, messages=io.StringIO(), failover_timeout_ms=timeout_ms)
+        assert run.read_options()["failover.timeout.ms"] == str(timeout_ms)  # the executors' bound too
+        started = time.monotonic()
+        with pytest.raises(EtlError, match="past the latest offset"):
+            run.run(lambda: spark)
+        waited[timeout_ms] = time.monotonic() - started
+    assert waited[0] < 3.0 <= waited[3000], waited  # not the default 30 s either way
+    args = build_parser().parse_args(["etl", "--topic", TOPIC, "--output", "o", "--checkpoint", "c",
+                                      "--failover-timeout", "1500"])
+    assert args.failover_timeout == 1500
+    assert build_parser().parse_args(["etl", "--topic", TOPIC, "--output", "o", "--checkpoint", "c"]
+                                     ).failover_timeout == 30000

@@ -22,7 +22,7 @@ from twisted_broker.spark import executor_code
 from twisted_broker.spark.etl_run import (  # noqa: F401 (the run and its errors: importable from here)
     EtlError, EtlRun, GapError, PartitionPlan, spark_call,
 )
-from twisted_broker.spark.options import DEFAULT_FETCH_BYTES, DEFAULT_SPLIT_BYTES
+from twisted_broker.spark.options import DEFAULT_FAILOVER_TIMEOUT_MS, DEFAULT_FETCH_BYTES, DEFAULT_SPLIT_BYTES
 from twisted_broker.tools import cluster
 from twisted_broker.tools.table import format_table
 
@@ -63,6 +63,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--split-size", type=cluster.non_negative_int, default=DEFAULT_SPLIT_BYTES,
                         metavar="BYTES", help="split partition ranges larger than this (default "
                                               f"{DEFAULT_SPLIT_BYTES}; 0: never)")
+    parser.add_argument("--failover-timeout", type=cluster.non_negative_int, default=DEFAULT_FAILOVER_TIMEOUT_MS,
+                        metavar="MS", help="how long a replicated partition without a serving replica (a leader "
+                                           "failing over) is waited for, in planning and in each read, before "
+                                           f"the run fails (default {DEFAULT_FAILOVER_TIMEOUT_MS}; the loader's "
+                                           "failover.timeout.ms)")
     parser.add_argument("--decoder", metavar="json|text|MODULE:FUNCTION",
                         help="decode payloads into the columns of --schema (the payload column stays)")
     parser.add_argument("--schema", metavar="DDL", help='decoded columns, e.g. "user STRING, amount BIGINT"')
@@ -94,7 +99,7 @@ def main(args: argparse.Namespace) -> int:
     run = EtlRun(topic=args.topic, output=args.output, checkpoint=args.checkpoint,
                  zk_connect=getattr(args, "zk", None), brokers=brokers, file_format=args.format,
                  on_gap=args.on_gap, start=args.start, load_date=args.load_date,
-                 fetch_bytes=args.fetch_size, split_bytes=args.split_size,
+                 fetch_bytes=args.fetch_size, split_bytes=args.split_size, failover_timeout_ms=args.failover_timeout,
                  decoder=args.decoder, decoded_schema=args.schema, write_options=dict(args.write_option))
     sessions: list[SparkSession] = []  # the one this command started, to stop at the end
 

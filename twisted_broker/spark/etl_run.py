@@ -140,6 +140,7 @@ class EtlRun:
     load_date: str | None = None
     fetch_bytes: int = DEFAULT_FETCH_BYTES
     split_bytes: int = DEFAULT_SPLIT_BYTES
+    failover_timeout_ms: int = DEFAULT_FAILOVER_TIMEOUT_MS  # the data source's failover.timeout.ms
     decoder: str | None = None
     decoded_schema: str | None = None
     write_options: Mapping[str, str] = field(default_factory=dict)  # over write_options.py's
@@ -259,7 +260,7 @@ class EtlRun:
                 start = committed.get(target.name)
                 try:
                     offsets = replica_offsets(consumers, self.topic, target, at_least=start or 0,
-                                              timeout_ms=DEFAULT_FAILOVER_TIMEOUT_MS)
+                                              timeout_ms=self.failover_timeout_ms)
                 except ReplicasUnavailable as exc:
                     raise EtlError(f"{self.topic}: {exc}; nothing was written") from None
                 if start is None:
@@ -299,7 +300,7 @@ class EtlRun:
         """The data source options that read exactly this run's ranges."""
         reading = {plan.name: plan for plan in self.plans if plan.status == READ}
         options = {"topic": self.topic, "crc": "mark", "fetch.size": str(self.fetch_bytes),
-                   "split.size": str(self.split_bytes),
+                   "split.size": str(self.split_bytes), "failover.timeout.ms": str(self.failover_timeout_ms),
                    "startingOffsets": json.dumps({name: plan.start for name, plan in reading.items()}),
                    "endingOffsets": json.dumps({name: plan.until for name, plan in reading.items()})}
         if self.zk_connect is not None:
