@@ -75,8 +75,8 @@ def test_a_kafka_clients_group_shows_its_members_offsets_and_lag_in_records(brok
         page = console.api("/api/groups/kg")
         assert (page["kind"], page["lag_unit"], page["coordinator_state"]) == ("kafka", "offsets", "Stable")
         assert page["health"] == {"status": "ok", "problems": []}
-        assert [(m["id"], m["partitions"]) for m in page["members"]] == [
-            (member_id, {OLD: [0, 1], REPLICATED: [0, 1, 2]})]
+        assert [(m["id"], m["host"], m["partitions"]) for m in page["members"]] == [
+            (member_id, "/127.0.0.1", {OLD: [0, 1], REPLICATED: [0, 1, 2]})]  # the host as Kafka's brokers give it
         rows = {(row["topic"], row["partition"]): (row["committed"], row["latest"], row["lag"], row["owner"])
                 for row in page["partitions"]}
         assert rows == {(topic, names[(topic, p)]): (committed[(topic, p)], ends[(topic, p)], lags[(topic, p)],

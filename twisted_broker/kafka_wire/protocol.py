@@ -54,6 +54,9 @@ class Request:
     correlation_id: int
     client_id: str | None
     body: dict
+    # Not on the wire: the listener sets the peer's address, as Kafka's brokers show a
+    # group member's host ("/127.0.0.1").
+    client_host: str = ""
 
 
 def peek_header(frame: Buffer) -> tuple[int, int, int]:

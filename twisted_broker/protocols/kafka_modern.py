@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from dataclasses import replace
 
 from twisted_broker.protocols.kafka import PACE_BYTES, KafkaServerFactory, KafkaServerProtocol
 from twisted_broker.server.modern_broker import ModernBroker
@@ -34,6 +35,13 @@ class KafkaModernProtocol(KafkaServerProtocol):
         # Long-polls are the handlers' Deferreds (server/modern_fetch.py), not 0.7's held fetches.
         options["fetch_wait_max_ms"] = 0
         super().__init__(broker, **options)
+
+    def _answer(self, request, started: float) -> None:
+        # The peer's address goes with the request, for JoinGroup's member host.
+        if not request.client_host:
+            peer = self.transport.getPeer()
+            request = replace(request, client_host=f"/{getattr(peer, 'host', peer)}")
+        super()._answer(request, started)
 
     def _respond(self, request, started: float, pieces) -> None:
         # As the 0.7 port's, with this protocol's request names in the connection figures.

@@ -55,7 +55,7 @@ class GroupRequests:
     def join_group(self, request: Request):
         body = request.body
         result = yield self.coordinator.join_group(body["group_id"], JoinRequest(
-            member_id=body["member_id"], client_id=request.client_id or "", client_host="",
+            member_id=body["member_id"], client_id=request.client_id or "", client_host=request.client_host,
             session_timeout_ms=body["session_timeout_ms"],
             rebalance_timeout_ms=body.get("rebalance_timeout_ms", body["session_timeout_ms"]),
             protocol_type=body["protocol_type"],
