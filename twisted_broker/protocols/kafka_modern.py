@@ -36,12 +36,14 @@ class KafkaModernProtocol(KafkaServerProtocol):
         options["fetch_wait_max_ms"] = 0
         super().__init__(broker, **options)
 
+    _client_host = ""
+
     def _answer(self, request, started: float) -> None:
         # The peer's address goes with the request, for JoinGroup's member host.
-        if not request.client_host:
+        if not self._client_host:
             peer = self.transport.getPeer()
-            request = replace(request, client_host=f"/{getattr(peer, 'host', peer)}")
-        super()._answer(request, started)
+            self._client_host = f"/{getattr(peer, 'host', peer)}"
+        super()._answer(replace(request, client_host=self._client_host), started)
 
     def _respond(self, request, started: float, pieces) -> None:
         # As the 0.7 port's, with this protocol's request names in the connection figures.

@@ -26,8 +26,8 @@ carry over; the figures are this broker's:
   listeners; ``tb_requests_*``, ``tb_open_connections`` and ``tb_bytes_received``/``_sent`` are
   the 0.7 port's, and ``tb_kafka_*`` the modern listener's: ``tb_kafka_open_connections``,
   ``tb_kafka_connections_total``, ``tb_kafka_bytes_received``/``_sent`` (0 without the
-  listener) and ``tb_kafka_requests_<api>`` (``list_offsets`` for ListOffsets) once a request of that API was
-  served.
+  listener) and ``tb_kafka_requests_<api>`` (``list_offsets`` for ListOffsets) once a request
+  of that API was served.
 
 The mode (ZooKeeper says leader, follower or standalone) is the broker's role in replication:
 ``controller`` for the one broker that is the cluster's controller now, ``broker`` for every
