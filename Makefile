@@ -66,13 +66,15 @@ peer-packages:
 	    apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
 
-# Checked on every run (a few stat calls), so a machine that lost a package gets it back;
+# Checked on every run (a few stat calls), so a machine that lost a package gets it back
+# (nc: the README's `echo mntr | nc 127.0.0.1 9093`);
 # apt-get update runs only when something is missing.
 system-packages:
 	@missing=""; \
 	command -v java >/dev/null || missing+=" default-jre-headless"; \
 	[ -f /usr/share/java/zookeeper.jar ] || missing+=" zookeeper"; \
 	[ -f /usr/share/java/slf4j-simple.jar ] || missing+=" libslf4j-java"; \
+	command -v nc >/dev/null || missing+=" netcat-openbsd"; \
 	{ $(PYTHON) -c 'import ensurepip, os, sys, sysconfig; \
 	    sys.exit(not os.path.exists(sysconfig.get_path("include") + "/Python.h"))' 2>/dev/null \
 	  && command -v gcc >/dev/null; } || missing+=" python3-venv python3-dev gcc"; \
