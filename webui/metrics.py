@@ -116,29 +116,11 @@ class _Collector:
 def _broker(broker_id: int, snapshot: dict) -> Iterator[Metric]:
     """The 0.7 beans of the broker the console is embedded in."""
     broker = str(broker_id)
-    server = snapshot["socket_server"]
-    requests = CounterMetricFamily(f"{PREFIX}_broker_requests", "Requests handled, by type (SocketServerStats)",
-                                   labels=["broker", "request"])
-    rate = GaugeMetricFamily(f"{PREFIX}_broker_request_rate", "Requests per second in the last monitoring window",
-                             labels=["broker", "request"])
-    avg = GaugeMetricFamily(f"{PREFIX}_broker_request_avg_ms", "Average handling time", labels=["broker", "request"])
-    top = GaugeMetricFamily(f"{PREFIX}_broker_request_max_ms", "Longest handling time", labels=["broker", "request"])
-    for name, figures in server["requests"].items():
-        requests.add_metric([broker, name], figures["count"])
-        rate.add_metric([broker, name], figures["per_second"])
-        avg.add_metric([broker, name], figures["avg_ms"])
-        top.add_metric([broker, name], figures["max_ms"])
-    yield from (requests, rate, avg, top)
-    for name, help_text in [("bytes_read", "Bytes read from clients"), ("bytes_written", "Bytes written to clients"),
-                            ("connections_total", "Connections accepted")]:
-        family = CounterMetricFamily(f"{PREFIX}_broker_{name.removesuffix('_total')}", help_text, labels=["broker"])
-        family.add_metric([broker], server[name])
-        yield family
-    connections = GaugeMetricFamily(f"{PREFIX}_broker_connections", "Open client connections", labels=["broker"])
-    connections.add_metric([broker], server["connections"])
-    yield connections
-    if snapshot.get("kafka_listener") is not None:
-        yield from _kafka_listener(broker, snapshot["kafka_listener"])
+    yield from _socket_server(broker, snapshot["socket_server"], f"{PREFIX}_broker", "request",
+                              "(SocketServerStats)", "clients")
+    if snapshot.get("kafka_listener") is not None:  # the modern listener's own request figures
+        yield from _socket_server(broker, snapshot["kafka_listener"], f"{PREFIX}_broker_kafka", "api",
+                                  "of today's Kafka clients", "Kafka clients")
     topic_stats = {"messages_in": "Messages appended", "bytes_in": "Bytes appended", "bytes_out": "Bytes fetched",
                    "failed_produce_requests": "Produce requests that failed",
                    "failed_fetch_requests": "Fetch requests that failed"}
@@ -172,28 +154,26 @@ def _broker(broker_id: int, snapshot: dict) -> Iterator[Metric]:
     yield from (size, segments, end, appended)
 
 
-def _kafka_listener(broker: str, server: dict) -> Iterator[Metric]:
-    """The modern listener's request figures (its own, beside the 0.7 port's SocketServerStats)."""
-    requests = CounterMetricFamily(f"{PREFIX}_broker_kafka_requests", "Requests of today's Kafka clients "
-                                   "handled, by API", labels=["broker", "api"])
-    avg = GaugeMetricFamily(f"{PREFIX}_broker_kafka_request_avg_ms", "Average handling time, by API",
-                            labels=["broker", "api"])
-    top = GaugeMetricFamily(f"{PREFIX}_broker_kafka_request_max_ms", "Longest handling time, by API",
-                            labels=["broker", "api"])
+def _socket_server(broker: str, server: dict, prefix: str, label: str, of: str, peers: str) -> Iterator[Metric]:
+    """One listener's RequestStats snapshot: requests by ``label`` (rate, times), bytes, connections."""
+    labels = ["broker", label]
+    requests = CounterMetricFamily(f"{prefix}_requests", f"Requests handled, by {label} {of}", labels=labels)
+    rate = GaugeMetricFamily(f"{prefix}_request_rate", "Requests per second in the last monitoring window",
+                             labels=labels)
+    avg = GaugeMetricFamily(f"{prefix}_request_avg_ms", "Average handling time", labels=labels)
+    top = GaugeMetricFamily(f"{prefix}_request_max_ms", "Longest handling time", labels=labels)
     for name, figures in server["requests"].items():
         requests.add_metric([broker, name], figures["count"])
+        rate.add_metric([broker, name], figures["per_second"])
         avg.add_metric([broker, name], figures["avg_ms"])
         top.add_metric([broker, name], figures["max_ms"])
-    yield from (requests, avg, top)
-    for name, help_text in [("bytes_read", "Bytes read from Kafka clients"),
-                            ("bytes_written", "Bytes written to Kafka clients"),
-                            ("connections_total", "Kafka clients' connections accepted")]:
-        family = CounterMetricFamily(f"{PREFIX}_broker_kafka_{name.removesuffix('_total')}", help_text,
-                                     labels=["broker"])
+    yield from (requests, rate, avg, top)
+    for name, help_text in [("bytes_read", f"Bytes read from {peers}"), ("bytes_written", f"Bytes written to {peers}"),
+                            ("connections_total", f"Connections of {peers} accepted")]:
+        family = CounterMetricFamily(f"{prefix}_{name.removesuffix('_total')}", help_text, labels=["broker"])
         family.add_metric([broker], server[name])
         yield family
-    connections = GaugeMetricFamily(f"{PREFIX}_broker_kafka_connections", "Open Kafka clients' connections",
-                                    labels=["broker"])
+    connections = GaugeMetricFamily(f"{prefix}_connections", f"Open connections of {peers}", labels=["broker"])
     connections.add_metric([broker], server["connections"])
     yield connections
 

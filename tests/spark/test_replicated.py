@@ -146,7 +146,6 @@ def test_the_etl_resumes_exactly_across_leaders_killed_mid_run_and_between_runs(
     assert checkpoint["offsets"] == {str(p): max(row[3] for row in expected if row[1] == p) for p in (0, 1)}
 
 
-
 def test_the_etls_failover_timeout_bounds_its_wait_for_a_replica_to_reach_the_checkpoint(
         spark, three_brokers, tmp_path):  # noqa: F811
     cluster = three_brokers

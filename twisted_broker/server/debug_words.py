@@ -151,8 +151,7 @@ class FourLetterWords:
                 f"Uptime: {round(requests.now() - requests.started_s)} s",
                 f"Connections: {requests.connections}",
                 f"Outstanding: {_outstanding(self._stats)}",
-                f"Requests: {sum(figures['count'] for figures in by_type.values())} ("
-                + ", ".join(f"{name} {figures['count']}" for name, figures in by_type.items()) + ")",
+                _requests_line("Requests", by_type),
                 f"Latency avg/max: {average_ms:.3f}/{max_ms:.3f} ms",
                 *_kafka_listener_lines(self._kafka_requests),
                 f"Partitions: {sum(1 for _ in self._logs.logs())}"]
@@ -196,10 +195,14 @@ def _replication_pairs(replication: dict | None) -> list[tuple[str, object]]:
 def _kafka_listener_lines(requests: RequestStats | None) -> list[str]:
     if requests is None:
         return []
-    by_type = requests.snapshot()["requests"]
     return [f"Kafka-client connections: {requests.connections}",
-            f"Kafka-client requests: {sum(figures['count'] for figures in by_type.values())} ("
-            + ", ".join(f"{name} {figures['count']}" for name, figures in by_type.items()) + ")"]
+            _requests_line("Kafka-client requests", requests.snapshot()["requests"])]
+
+
+def _requests_line(label: str, by_type: dict[str, dict]) -> str:
+    """``Requests: 3 (produce 1, fetch 2)``: the total, then each type's count."""
+    return (f"{label}: {sum(figures['count'] for figures in by_type.values())} ("
+            + ", ".join(f"{name} {figures['count']}" for name, figures in by_type.items()) + ")")
 
 
 def _kafka_listener_pairs(requests: RequestStats | None) -> list[tuple[str, object]]:

@@ -10,10 +10,10 @@ import pytest
 
 from tests.unit.protocols.debug_fixtures import clock, commands, logs, run, stats  # noqa: F401 (fixtures)
 from twisted_broker import __version__
-from twisted_broker.server.broker import Broker
-from twisted_broker.server.debug_commands import DebugCommands
 from twisted_broker.kafka_wire.api_keys import API_NAMES, LIST_OFFSETS
 from twisted_broker.kafka_wire.api_keys import PRODUCE as PRODUCE_API
+from twisted_broker.server.broker import Broker
+from twisted_broker.server.debug_commands import DebugCommands
 from twisted_broker.server.stats import BrokerStats, RequestStats
 from twisted_broker.wire.message_set import encode_message_set
 from twisted_broker.wire.requests import FETCH, PRODUCE, FetchRequest, ProduceRequest
