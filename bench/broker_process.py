@@ -14,8 +14,8 @@ import sys
 import time
 from pathlib import Path
 
-from twisted_broker.wire.requests import OffsetRequest, encode_request
-from twisted_broker.wire.responses import decode_error_and_body, decode_offsets
+from twisted_broker.codec.kafka07.requests import OffsetRequest, encode_request
+from twisted_broker.codec.kafka07.responses import decode_error_and_body, decode_offsets
 
 FLUSH_INTERVAL = 10_000  # log.flush.interval
 # twistd of this interpreter (twisted.scripts.twistd has no __main__ guard).

@@ -45,8 +45,8 @@ from twisted_broker.client.producer import Producer
 from twisted_broker.client.simple_consumer import SimpleConsumer
 from twisted_broker.config import ConsumerConfig, ProducerConfig
 from twisted_broker.local_zookeeper import ZooKeeperServer
-from twisted_broker.wire.compression import GZIP
-from twisted_broker.wire.requests import FetchRequest
+from twisted_broker.codec.kafka07.compression import GZIP
+from twisted_broker.codec.kafka07.requests import FetchRequest
 
 BATCH = 50
 FETCH_BYTES = 1 << 20

@@ -9,7 +9,7 @@ import zlib
 
 from zlib_ng import zlib_ng
 
-from twisted_broker.wire.crc import crcmod_crc32
+from twisted_broker.codec.kafka07.crc import crcmod_crc32
 
 
 def run(repeat: int = 200_000) -> dict:

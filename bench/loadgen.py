@@ -75,8 +75,8 @@ def _read_exactly(sock: socket.socket, view: memoryview, count: int) -> None:
 # -- produce ---------------------------------------------------------------------------------
 
 def produce(args: argparse.Namespace) -> None:
-    from twisted_broker.wire.message_set import encode_message_set
-    from twisted_broker.wire.requests import ProduceRequest, encode_request
+    from twisted_broker.codec.kafka07.message_set import encode_message_set
+    from twisted_broker.codec.kafka07.requests import ProduceRequest, encode_request
 
     if args.messages % args.batch:
         sys.exit(f"--messages {args.messages} is not a multiple of --batch {args.batch}")
@@ -116,7 +116,7 @@ def produce(args: argparse.Namespace) -> None:
 def fetch(args: argparse.Namespace) -> None:
     """Answer each stdin line ``START END`` by fetching offsets [START, END) and printing the
     time it took; exit at the end of stdin. The connection stays open throughout."""
-    from twisted_broker.wire.requests import FetchRequest, encode_request
+    from twisted_broker.codec.kafka07.requests import FetchRequest, encode_request
 
     raw = args.mode == "raw-fetch"
     header_bytes = 0 if raw else 2  # the error code before the message set

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from twisted_broker.storage.flusher import Flusher, InlineFlusher, ThreadFlusher
 from twisted_broker.storage.log import Log, LogPolicy
 from twisted_broker.storage.log_manager import LogManager
-from twisted_broker.wire.message_set import ValidatedMessageSet, encode_message_set, validate_message_set
+from twisted_broker.codec.kafka07.message_set import ValidatedMessageSet, encode_message_set, validate_message_set
 
 MESSAGE_BYTES = 200
 BATCH = 50

@@ -51,8 +51,8 @@ from bench.broker_process import BrokerProcess
 from twisted_broker.client.simple_consumer import LATEST_TIME, SimpleConsumer
 from twisted_broker.client.sync_producer import SyncProducer
 from twisted_broker.spark.write_options import PARQUET_WRITE_OPTIONS
-from twisted_broker.wire.message_set import encode_message_set
-from twisted_broker.wire.requests import FetchRequest
+from twisted_broker.codec.kafka07.message_set import encode_message_set
+from twisted_broker.codec.kafka07.requests import FetchRequest
 
 TOPIC = "spark-bench"
 PARTITIONS = 2

@@ -21,8 +21,8 @@ from twisted.python import usage
 from zope.interface import implementer
 
 from twisted_broker.config import BrokerConfig, ConfigError
-from twisted_broker.protocols.kafka import KafkaServerFactory
-from twisted_broker.server.broker import Broker
+from twisted_broker.network.kafka07 import KafkaServerFactory
+from twisted_broker.handlers.kafka07.broker import Broker
 from twisted_broker.server.services import BrokerService, Listener
 from twisted_broker.server.stats import BrokerStats, RequestStats
 from twisted_broker.storage.log import LogPolicy
@@ -205,8 +205,8 @@ def makeService(options: Options):  # BrokerService, in a MultiService with --we
         factory, kafka_requests = _modern_factory(config, logs, stats, zk, cluster, replication, modern_port, reactor)
         listeners.append(Listener("Kafka clients' protocol", endpoint, factory, _abspath(options["kafka-port-file"])))
     if options["debug"] != "none":
-        from twisted_broker.protocols.debug import DebugFactory
-        from twisted_broker.server.debug_commands import DebugCommands
+        from twisted_broker.network.debug_lines import DebugFactory
+        from twisted_broker.handlers.debug.commands import DebugCommands
 
         commands = DebugCommands(logs, stats, clock=reactor, broker_id=config.brokerid, zk=zk,
                                  replication=replication_figures, kafka_requests=kafka_requests)
@@ -236,7 +236,7 @@ def makeService(options: Options):  # BrokerService, in a MultiService with --we
         replication.setServiceParent(top)
         top.replication = replication
         if modern_port is not None:
-            from twisted_broker.server.modern_topics import ListenerRegistration
+            from twisted_broker.handlers.kafka.topics import ListenerRegistration
 
             ListenerRegistration(zk, broker_id=config.brokerid, host=config.hostname or "127.0.0.1",
                                  port=modern_port).setServiceParent(top)
@@ -261,7 +261,7 @@ def _replication(config: BrokerConfig, zk, cluster, logs: LogManager, stats: Bro
     from twisted_broker.replication.fetcher import Fetchers
     from twisted_broker.replication.replica_manager import ReplicaManager
     from twisted_broker.replication.service import ReplicationService
-    from twisted_broker.server.replication_requests import ReplicationRequests
+    from twisted_broker.handlers.kafka07.replication_requests import ReplicationRequests
 
     manager = ReplicaManager(broker_id=config.brokerid, logs=logs, zk=zk, cluster=cluster, clock=reactor,
                              session=session,
@@ -307,9 +307,9 @@ def _modern_factory(config: BrokerConfig, logs: LogManager, stats: BrokerStats, 
                     reactor):
     """The modern listener's factory (docs/kafka-protocol.md) over the same logs, and its
     request figures."""
-    from twisted_broker.kafka_wire.api_keys import API_NAMES
-    from twisted_broker.protocols.kafka_modern import KafkaModernFactory
-    from twisted_broker.server.modern_handlers import modern_broker
+    from twisted_broker.codec.kafka.api_keys import API_NAMES
+    from twisted_broker.network.kafka import KafkaModernFactory
+    from twisted_broker.handlers.kafka.table import modern_broker
 
     # The topics' figures are the 0.7 broker's; the request figures are this listener's own.
     requests = RequestStats(config.monitoring_period_secs, reactor.seconds, names=API_NAMES, always=())

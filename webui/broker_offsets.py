@@ -27,7 +27,7 @@ from twisted.internet.defer import Deferred, FirstError, ensureDeferred, gatherR
 
 from twisted_broker.client.fetched_message_set import FetchedMessageSet
 from twisted_broker.client.twisted_client import TwistedSimpleConsumer
-from twisted_broker.wire.requests import FetchRequest
+from twisted_broker.codec.kafka07.requests import FetchRequest
 
 log = logging.getLogger(__name__)
 

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from twisted.internet.defer import Deferred, succeed
 
 from twisted_broker.registry import paths
-from twisted_broker.replication import paths as replication_paths
-from twisted_broker.replication.paths import ControllerInfo, PartitionState, TopicAssignment
+from twisted_broker.registry import replication_paths
+from twisted_broker.registry.replication_paths import ControllerInfo, PartitionState, TopicAssignment
 from webui.zk_mirror import ANY, LEAF, SELF, ZkMirror
 
 log = logging.getLogger(__name__)

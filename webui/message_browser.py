@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 
 from twisted_broker.client.fetched_message_set import FetchedMessageSet
 from twisted_broker.errors import InvalidMessage
-from twisted_broker.wire.message import Message
-from twisted_broker.wire.message_search import find_message_start
-from twisted_broker.wire.message_set import expand_wrapper, iter_entries
+from twisted_broker.codec.kafka07.message import Message
+from twisted_broker.codec.kafka07.message_search import find_message_start
+from twisted_broker.codec.kafka07.message_set import expand_wrapper, iter_entries
 
 FIRST_FETCH_BYTES = 64 * 1024
 MAX_FETCH_BYTES = 16 * 1024 * 1024  # a larger message is reported, not fetched

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from twisted_broker.replication.paths import PartitionState
+from twisted_broker.registry.replication_paths import PartitionState
 from webui.cluster_cache import BrokerEntry, ReplicatedTopic
 
 

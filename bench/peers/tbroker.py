@@ -178,8 +178,8 @@ class TwistedBroker(Peer):
     def produce(self, *, port: int, dest: str, n: int, batch: int, go: Go, codec: str = "none", **_: object) -> dict:
         from twisted_broker.client.simple_consumer import SimpleConsumer
         from twisted_broker.client.sync_producer import SyncProducer
-        from twisted_broker.wire.compression import CODECS_BY_NAME
-        from twisted_broker.wire.message_set import encode_compressed_message_set
+        from twisted_broker.codec.kafka07.compression import CODECS_BY_NAME
+        from twisted_broker.codec.kafka07.message_set import encode_compressed_message_set
 
         codec_id = CODECS_BY_NAME[codec]
         offsets = SimpleConsumer("127.0.0.1", port)
@@ -237,7 +237,7 @@ class TwistedBroker(Peer):
 
     def consume(self, *, port: int, dest: str, n: int, go: Go, **_: object) -> dict:
         from twisted_broker.client.simple_consumer import SimpleConsumer
-        from twisted_broker.wire.requests import FetchRequest
+        from twisted_broker.codec.kafka07.requests import FetchRequest
 
         consumer = SimpleConsumer("127.0.0.1", port, buffer_size=SEND_BUFFER)
         consumer.get_offsets_before(dest, 0, -2, 1)  # connected
@@ -284,7 +284,7 @@ class TwistedBroker(Peer):
     def latency_consume(self, *, port: int, dest: str, n: int, go: Go, backoff_ms: float = BACKOFF_MS,
                         **_: object) -> dict:
         from twisted_broker.client.simple_consumer import SimpleConsumer
-        from twisted_broker.wire.requests import FetchRequest
+        from twisted_broker.codec.kafka07.requests import FetchRequest
 
         consumer = SimpleConsumer("127.0.0.1", port)
         consumer.get_offsets_before(dest, 0, -2, 1)
@@ -309,7 +309,7 @@ class TwistedBroker(Peer):
 
     def latency_produce(self, *, port: int, dest: str, n: int, rate: float, go: Go, **_: object) -> dict:
         from twisted_broker.client.sync_producer import SyncProducer
-        from twisted_broker.wire.message_set import encode_message_set
+        from twisted_broker.codec.kafka07.message_set import encode_message_set
 
         producer = SyncProducer("127.0.0.1", port)
         go()

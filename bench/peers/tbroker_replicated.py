@@ -146,7 +146,7 @@ class ReplicatedServer(ServerProcess):
 def metadata(port: int, *topics: str):
     """The Metadata answer of the broker on ``port`` (creating ``topics`` as replicated)."""
     from twisted_broker.client.connection import BrokerConnection
-    from twisted_broker.wire.replication import MetadataRequest, decode_metadata, encode_replication_request
+    from twisted_broker.codec.kafka07.replication import MetadataRequest, decode_metadata, encode_replication_request
 
     connection = BrokerConnection("127.0.0.1", port)
     try:
@@ -167,8 +167,8 @@ def leader_port(ports: list[int], topic: str) -> int:
 
 def produce_ack_request(acks: int, topic: str, message_set: bytes) -> bytes:
     """A ProduceAck request of one set for partition 0, as sent."""
-    from twisted_broker.wire.replication import ProduceAckRequest, encode_replication_request
-    from twisted_broker.wire.requests import MultiProduceRequest, ProduceRequest
+    from twisted_broker.codec.kafka07.replication import ProduceAckRequest, encode_replication_request
+    from twisted_broker.codec.kafka07.requests import MultiProduceRequest, ProduceRequest
 
     return encode_replication_request(ProduceAckRequest(
         acks, ACK_TIMEOUT_MS, MultiProduceRequest((ProduceRequest(topic, 0, message_set),))))
@@ -186,7 +186,7 @@ class _AckReader:
 
     def read(self) -> int:
         """Take what the socket holds; returns how many answers completed."""
-        from twisted_broker.wire.replication import decode_produce_acks
+        from twisted_broker.codec.kafka07.replication import decode_produce_acks
 
         try:
             data = self.sock.recv(1 << 16)
@@ -274,7 +274,7 @@ class TwistedBrokerReplicated(TwistedBroker):
     def produce(self, *, ports: list[int], dest: str, n: int, batch: int, go: Go, acks: int = -1,
                 connections: int = CONNECTIONS, in_flight: int = IN_FLIGHT, **_: object) -> dict:
         from twisted_broker.client.simple_consumer import SimpleConsumer
-        from twisted_broker.wire.message_set import encode_message_set
+        from twisted_broker.codec.kafka07.message_set import encode_message_set
 
         port = leader_port(ports, dest)
         offsets = SimpleConsumer("127.0.0.1", port)
@@ -334,7 +334,7 @@ class TwistedBrokerReplicated(TwistedBroker):
         else ProduceAck requests with that acks, their answers read as they come."""
         if acks is None:
             return super().latency_produce(port=leader_port(ports, dest), dest=dest, n=n, rate=rate, go=go)
-        from twisted_broker.wire.message_set import encode_message_set
+        from twisted_broker.codec.kafka07.message_set import encode_message_set
 
         reader = _AckReader(_connect(leader_port(ports, dest)))
         go()

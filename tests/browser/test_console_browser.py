@@ -15,7 +15,7 @@ from tests.integration.conftest import BrokerProcess, new_chroot
 from tests.integration.polling import wait_for
 from tests.integration.console_process import ConsoleProcess
 from tests.integration.webui_cluster import member_events, produce, start_member, stop_process
-from twisted_broker.wire.message_set import encode_message_set
+from twisted_broker.codec.kafka07.message_set import encode_message_set
 
 pytestmark = pytest.mark.browser
 

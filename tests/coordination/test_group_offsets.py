@@ -3,10 +3,10 @@
 import pytest_twisted
 from twisted.internet import task
 
-from twisted_broker.groups.coordinator import GroupCoordinator
-from twisted_broker.groups.messages import FetchedOffset, GroupConfig, JoinRequest, OffsetCommit
-from twisted_broker.groups.offset_store import ZooKeeperOffsets
-from twisted_broker.kafka_wire import errors
+from twisted_broker.coordinator.group.coordinator import GroupCoordinator
+from twisted_broker.coordinator.group.messages import FetchedOffset, GroupConfig, JoinRequest, OffsetCommit
+from twisted_broker.coordinator.group.offset_store import ZooKeeperOffsets
+from twisted_broker.codec.kafka import errors
 from twisted_broker.registry.cluster_view import ClusterView
 from twisted_broker.registry.zookeeper import ZooKeeper
 

@@ -3,10 +3,10 @@
 import pytest_twisted
 from twisted.internet.defer import gatherResults
 
-from twisted_broker.idempotence.producer_ids import (
+from twisted_broker.coordinator.producer.producer_ids import (
     BLOCK_SIZE, PRODUCER_ID_BLOCK, ProducerIdBlock, ZooKeeperProducerIds,
 )
-from twisted_broker.kafka_wire import errors
+from twisted_broker.codec.kafka import errors
 
 
 @pytest_twisted.inlineCallbacks

@@ -23,7 +23,7 @@ from twisted_broker.client.zookeeper_consumer import (ConsumerTimeout, KafkaStre
                                                       ZookeeperConsumerConnector)
 from twisted_broker.config import ConsumerConfig
 from twisted_broker.registry import paths
-from twisted_broker.wire.message_set import encode_message_set
+from twisted_broker.codec.kafka07.message_set import encode_message_set
 
 GROUP = "g"
 

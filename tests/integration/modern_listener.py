@@ -29,7 +29,7 @@ def raw_request(port: int, api_key: int, version: int, body: dict) -> dict:
     import socket
     import struct
 
-    from twisted_broker.kafka_wire.protocol import decode_response, encode_request
+    from twisted_broker.codec.kafka.protocol import decode_response, encode_request
 
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
         sock.sendall(encode_request(api_key, version, 1, "test", body))

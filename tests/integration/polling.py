@@ -15,9 +15,9 @@ import time
 import pytest
 
 from tests.integration.spec_encoding import fetch, offsets
-from twisted_broker.wire.message_set import encode_message_set, iter_messages
-from twisted_broker.wire.requests import FetchRequest, OffsetRequest, ProduceRequest, encode_request
-from twisted_broker.wire.responses import decode_error_and_body
+from twisted_broker.codec.kafka07.message_set import encode_message_set, iter_messages
+from twisted_broker.codec.kafka07.requests import FetchRequest, OffsetRequest, ProduceRequest, encode_request
+from twisted_broker.codec.kafka07.responses import decode_error_and_body
 
 
 def wait_for(predicate, what: str, timeout_s: float = 10.0, interval_s: float = 0.05):

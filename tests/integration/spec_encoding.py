@@ -1,7 +1,7 @@
 """The minimal Kafka 0.7 encoder of spec section 7 (``shared/spec/kafka07-wire-and-storage.md``),
 shared by the integration tests that speak the wire protocol over raw sockets.
 
-It is deliberately independent of ``twisted_broker.wire``: it is the spec's own encoder, used as
+It is deliberately independent of ``twisted_broker.codec.kafka07``: it is the spec's own encoder, used as
 an oracle, so the broker's codecs are never tested against themselves. Do not import from
 ``twisted_broker`` here.
 

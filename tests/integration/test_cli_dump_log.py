@@ -14,7 +14,7 @@ import pytest
 from tests.integration.conftest import ROOT
 from tests.integration.polling import fetch_all, wait_for
 from tests.integration.test_cli_produce_consume import assert_one_line_error, broker_list, run_cli
-from twisted_broker.wire.message_set import iter_entries
+from twisted_broker.codec.kafka07.message_set import iter_entries
 
 FIXTURE = ROOT / "tests/fixtures/MagicByte0-0/00000000000000000000.kafka"
 FIXTURE_ENTRY = 4 + 105  # each: length 0x69, magic 0, CRC, 100 x "x"

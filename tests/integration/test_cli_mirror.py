@@ -7,7 +7,7 @@ from __future__ import annotations
 from tests.integration.conftest import new_chroot
 from tests.integration.polling import fetch_all, wait_for
 from tests.integration.test_cli_produce_consume import broker_list, lines, run_cli
-from twisted_broker.wire.message_set import iter_entries
+from twisted_broker.codec.kafka07.message_set import iter_entries
 
 
 def stored_entries(broker, topic: str) -> list[bytes]:

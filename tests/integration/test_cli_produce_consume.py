@@ -19,7 +19,7 @@ import pytest
 
 from tests.integration.conftest import ROOT
 from tests.integration.polling import fetch_all, wait_for, wait_for_end
-from twisted_broker.wire.message_set import iter_entries
+from twisted_broker.codec.kafka07.message_set import iter_entries
 
 CLI = [sys.executable, "-m", "twisted_broker"]
 

@@ -16,9 +16,9 @@ from tests.integration.conftest import BrokerProcess
 from twisted_broker.client.simple_consumer import EARLIEST_TIME, LATEST_TIME, SimpleConsumer
 from twisted_broker.client.sync_producer import SyncProducer
 from twisted_broker.errors import InvalidFetchSize, MessageSizeTooLarge, WrongPartition
-from twisted_broker.wire.compression import GZIP, SNAPPY
-from twisted_broker.wire.message_set import encode_compressed_message_set, encode_message_set
-from twisted_broker.wire.requests import FetchRequest
+from twisted_broker.codec.kafka07.compression import GZIP, SNAPPY
+from twisted_broker.codec.kafka07.message_set import encode_compressed_message_set, encode_message_set
+from twisted_broker.codec.kafka07.requests import FetchRequest
 
 
 def consume(consumer: SimpleConsumer, topic: str, count: int, partition: int = 0, offset: int = 0,

@@ -19,8 +19,8 @@ from twisted_broker.client.sync_producer import SyncProducer
 from twisted_broker.client.zookeeper_consumer import ConsumerTimeout, MessageAndMetadata
 from twisted_broker.errors import InvalidFetchSize
 from twisted_broker.registry import paths
-from twisted_broker.wire.compression import GZIP
-from twisted_broker.wire.message_set import encode_compressed_message_set, encode_message_set
+from twisted_broker.codec.kafka07.compression import GZIP
+from twisted_broker.codec.kafka07.message_set import encode_compressed_message_set, encode_message_set
 
 
 # -- offsets: where a member starts, what it commits -------------------------------------------------

@@ -18,12 +18,12 @@ import pytest
 from tests.integration.conftest import SocketClient
 from tests.integration.polling import fetch_all, latest_offset, produce_payloads, wait_for, wait_for_end
 from twisted_broker import __version__
-from twisted_broker.kafka_wire.api_keys import API_VERSIONS, METADATA
-from twisted_broker.kafka_wire.protocol import decode_response as decode_kafka_response
-from twisted_broker.kafka_wire.protocol import encode_request as encode_kafka_request
-from twisted_broker.wire.compression import GZIP
-from twisted_broker.wire.message_set import encode_compressed_message_set
-from twisted_broker.wire.requests import ProduceRequest, encode_request
+from twisted_broker.codec.kafka.api_keys import API_VERSIONS, METADATA
+from twisted_broker.codec.kafka.protocol import decode_response as decode_kafka_response
+from twisted_broker.codec.kafka.protocol import encode_request as encode_kafka_request
+from twisted_broker.codec.kafka07.compression import GZIP
+from twisted_broker.codec.kafka07.message_set import encode_compressed_message_set
+from twisted_broker.codec.kafka07.requests import ProduceRequest, encode_request
 
 NUL_AND_BAD_UTF8 = b"nul\x00 and \xff\xfe not utf-8"
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import struct
 
-from twisted_broker.wire.message_set import encode_message_set, valid_bytes
-from twisted_broker.wire.requests import FetchRequest, ProduceRequest, encode_request
+from twisted_broker.codec.kafka07.message_set import encode_message_set, valid_bytes
+from twisted_broker.codec.kafka07.requests import FetchRequest, ProduceRequest, encode_request
 
 NO_FLUSH = {"log.flush.interval": "1000000", "log.default.flush.interval.ms": "600000",
             "log.default.flush.scheduler.interval.ms": "600000"}

@@ -115,8 +115,8 @@ def test_over_tls_records_go_through_the_chunked_path(broker_factory, certificat
 
 def test_an_idempotent_producer_gets_an_id_and_a_retried_batch_is_stored_once(broker_factory):
     from tests.integration.modern_listener import raw_request
-    from twisted_broker.kafka_wire.api_keys import INIT_PRODUCER_ID, PRODUCE
-    from twisted_broker.kafka_wire.record_batch import build_batch
+    from twisted_broker.codec.kafka.api_keys import INIT_PRODUCER_ID, PRODUCE
+    from twisted_broker.codec.kafka.record_batch import build_batch
 
     broker, port = start_with_listener(broker_factory)
     produce_payloads(broker, "idem", 0, [b"0.7 first"])

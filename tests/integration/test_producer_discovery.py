@@ -18,8 +18,8 @@ from twisted_broker.client.sync_producer import SyncProducer
 from twisted_broker.config import ProducerConfig
 from twisted_broker.registry import paths
 from twisted_broker.registry.zk_partition_info import ZkBrokerPartitionInfo
-from twisted_broker.wire.message_set import encode_message_set
-from twisted_broker.wire.requests import FetchRequest
+from twisted_broker.codec.kafka07.message_set import encode_message_set
+from twisted_broker.codec.kafka07.requests import FetchRequest
 
 SESSION_TIMEOUT_S = 2.0  # the broker fixture's zk.sessiontimeout.ms
 

@@ -13,7 +13,7 @@ from tests.integration.polling import wait_for
 from tests.integration.webui_cluster import (  # noqa: F401 (a fixture: the module's cluster)
     HOSTILE_GROUP, HOSTILE_TOPIC, SCRIPT_PAYLOAD, cluster, produce,
 )
-from twisted_broker.wire.message_set import encode_message_set
+from twisted_broker.codec.kafka07.message_set import encode_message_set
 
 
 # -- topics and messages ----------------------------------------------------------------------------

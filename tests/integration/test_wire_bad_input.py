@@ -20,7 +20,7 @@ from tests.integration.conftest import BrokerProcess
 from tests.integration.polling import fetch_all, wait_for_end
 from tests.integration.spec_encoding import (
     fetch, fetch_body, message, message_set, multiproduce, offsets, produce, produce_body, request, string16)
-from twisted_broker.wire.compression import GZIP, SNAPPY, compress
+from twisted_broker.codec.kafka07.compression import GZIP, SNAPPY, compress
 
 MAX_REQUEST_BYTES = 65536
 MAX_MESSAGE_BYTES = 1000

@@ -29,9 +29,9 @@ from kazoo.client import KazooClient
 from tests.integration.conftest import BrokerProcess, new_chroot
 from tests.integration.console_process import ConsoleProcess, Response, wait_for_port_file
 from tests.integration.polling import wait_for
-from twisted_broker.wire.compression import GZIP, SNAPPY
-from twisted_broker.wire.message_set import encode_compressed_message_set, encode_message_set
-from twisted_broker.wire.requests import OffsetRequest, ProduceRequest, encode_request
+from twisted_broker.codec.kafka07.compression import GZIP, SNAPPY
+from twisted_broker.codec.kafka07.message_set import encode_compressed_message_set, encode_message_set
+from twisted_broker.codec.kafka07.requests import OffsetRequest, ProduceRequest, encode_request
 
 HERE = Path(__file__).resolve().parent
 HOSTILE_TOPIC = '"><script>alert(1)'

@@ -13,9 +13,9 @@ from tests.modern import client_confluent, client_kafka_python
 from tests.modern.records import sample_records, values
 from twisted_broker.client.simple_consumer import SimpleConsumer
 from twisted_broker.client.sync_producer import SyncProducer
-from twisted_broker.wire.compression import GZIP, SNAPPY
-from twisted_broker.wire.message_set import encode_compressed_message_set, encode_message_set
-from twisted_broker.wire.requests import FetchRequest
+from twisted_broker.codec.kafka07.compression import GZIP, SNAPPY
+from twisted_broker.codec.kafka07.message_set import encode_compressed_message_set, encode_message_set
+from twisted_broker.codec.kafka07.requests import FetchRequest
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
 pytestmark = pytest.mark.needs_api(PRODUCE, FETCH, LIST_OFFSETS, METADATA)

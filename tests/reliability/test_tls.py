@@ -31,7 +31,7 @@ from tests.reliability.conftest import record, rss_mib
 from tests.reliability.oracle import walk
 from twisted_broker.client.connection import BrokerConnection
 from twisted_broker.client.twisted_client import TwistedProducer, TwistedSimpleConsumer
-from twisted_broker.wire.requests import FetchRequest
+from twisted_broker.codec.kafka07.requests import FetchRequest
 
 
 @pytest.fixture(scope="module")

@@ -34,7 +34,7 @@ from tests.reliability.conftest import record
 from twisted_broker.client.sync_producer import SyncProducer
 from twisted_broker.local_zookeeper import ZooKeeperServer, free_port
 from twisted_broker.registry import paths
-from twisted_broker.wire.message_set import encode_message_set
+from twisted_broker.codec.kafka07.message_set import encode_message_set
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]

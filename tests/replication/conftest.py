@@ -18,12 +18,12 @@ import pytest
 from tests.integration.conftest import BrokerProcess, WireClient, new_chroot, zookeeper  # noqa: F401 (fixture)
 from tests.integration.polling import wait_for
 from tests.reliability.conftest import pytest_terminal_summary, scale  # noqa: F401 (hook, fixture)
-from twisted_broker.replication import paths as replication_paths
-from twisted_broker.wire.message_set import encode_message_set, iter_entries, valid_bytes
-from twisted_broker.wire.replication import (
+from twisted_broker.registry import replication_paths
+from twisted_broker.codec.kafka07.message_set import encode_message_set, iter_entries, valid_bytes
+from twisted_broker.codec.kafka07.replication import (
     MetadataRequest, ProduceAckRequest, decode_metadata, decode_produce_acks, encode_replication_request,
 )
-from twisted_broker.wire.requests import FetchRequest, MultiProduceRequest, ProduceRequest, encode_request
+from twisted_broker.codec.kafka07.requests import FetchRequest, MultiProduceRequest, ProduceRequest, encode_request
 
 FAST = {"zk.sessiontimeout.ms": "2000", "replica.lag.time.max.ms": "2000", "replica.fetch.wait.max.ms": "200",
         "default.replication.factor": "3", "num.partitions": "2", "log.flush.interval": "10000",

@@ -14,8 +14,8 @@ from kazoo.client import KazooClient
 from tests.integration.test_cli_produce_consume import assert_one_line_error, broker_list, run_cli
 from tests.replication.test_failover import committed, produce_all
 from tests.replication.test_replication_basics import segment_bytes
-from twisted_broker.replication import paths
-from twisted_broker.replication.paths import TopicAssignment
+from twisted_broker.registry import replication_paths as paths
+from twisted_broker.registry.replication_paths import TopicAssignment
 
 
 def describe(cluster, topic: str) -> dict:

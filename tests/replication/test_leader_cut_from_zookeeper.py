@@ -18,9 +18,9 @@ from tests.replication.tcp_proxy import BlackholeProxy
 from tests.replication.test_leader_kill_cycles import all_in_sync
 from tests.replication.test_replication_basics import segment_bytes
 from tests.replication.traffic import LeaderConsumer, LeaderProducer, Leaders, check_history
-from twisted_broker.wire.message_set import encode_message_set
-from twisted_broker.wire.replication import ProduceAckRequest, encode_replication_request
-from twisted_broker.wire.requests import MultiProduceRequest, ProduceRequest
+from twisted_broker.codec.kafka07.message_set import encode_message_set
+from twisted_broker.codec.kafka07.replication import ProduceAckRequest, encode_replication_request
+from twisted_broker.codec.kafka07.requests import MultiProduceRequest, ProduceRequest
 
 SESSION_TIMEOUT_S = 2.0
 NOT_LEADER = 6

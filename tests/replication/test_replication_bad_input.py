@@ -9,8 +9,8 @@ import pytest
 
 from tests.replication.conftest import Wire
 from tests.replication.test_replication_basics import segment_bytes
-from twisted_broker.replication import paths as replication_paths
-from twisted_broker.wire.replication import (
+from twisted_broker.registry import replication_paths
+from twisted_broker.codec.kafka07.replication import (
     EPOCH_END_OFFSET, METADATA, PRODUCE_ACK, REPLICA_FETCH, EpochEndOffsetRequest, EpochQuery, ReplicaFetchPartition,
     ReplicaFetchRequest, decode_epoch_end_offsets, decode_replica_fetch_response, encode_replication_request,
 )

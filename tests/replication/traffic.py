@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from tests.replication.conftest import Wire
-from twisted_broker.wire.message_set import iter_entries, valid_bytes
+from twisted_broker.codec.kafka07.message_set import iter_entries, valid_bytes
 
 Address = tuple[str, int]
 PAUSE_S = 0.02

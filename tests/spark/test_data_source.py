@@ -7,7 +7,7 @@ import json
 import pytest
 
 from tests.spark.topic_data import payloads, rows_of
-from twisted_broker.wire.compression import GZIP, NO_COMPRESSION, SNAPPY
+from twisted_broker.codec.kafka07.compression import GZIP, NO_COMPRESSION, SNAPPY
 
 pytestmark = pytest.mark.spark
 
@@ -94,7 +94,7 @@ def test_json_decoder_fills_the_schema_columns(spark, cluster_factory):
 def test_a_false_split_point_inside_a_payload_fails_the_query_instead_of_duplicating(spark, cluster_factory):
     # Every payload is itself a message set, so the CRC chain that finds split points can
     # start inside a payload: planning cannot tell, the reader of the piece before must.
-    from twisted_broker.wire.message_set import encode_message_set
+    from twisted_broker.codec.kafka07.message_set import encode_message_set
     cluster = cluster_factory()
     nested = [encode_message_set([f"inner {i}.{j}".encode() * 5 for j in range(6)]) for i in range(40)]
     cluster.produce(TOPIC, 0, 0, nested)

@@ -24,7 +24,7 @@ from twisted_broker.cli import build_parser
 from twisted_broker.spark import etl
 from twisted_broker.spark.etl import EtlRun, GapError
 from twisted_broker.storage.segment import parse_segment_file_name
-from twisted_broker.wire.compression import GZIP, NO_COMPRESSION, SNAPPY
+from twisted_broker.codec.kafka07.compression import GZIP, NO_COMPRESSION, SNAPPY
 
 pytestmark = pytest.mark.spark
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from twisted_broker.spark import executor_code
-from twisted_broker.wire.compression import GZIP, NO_COMPRESSION, SNAPPY
-from twisted_broker.wire.message_set import encode_compressed_message_set
+from twisted_broker.codec.kafka07.compression import GZIP, NO_COMPRESSION, SNAPPY
+from twisted_broker.codec.kafka07.message_set import encode_compressed_message_set
 
 WORKER_PYTHON = Path(__file__).resolve().parents[2] / ".venv-spark-worker" / "bin" / "python"
 
@@ -38,7 +38,7 @@ def test_only_this_interpreter_goes_without_the_package():
 def test_the_zip_holds_the_package_and_kazoo_and_is_reused_while_nothing_changes(tmp_path):
     first = executor_code.package_zip(tmp_path)
     names = zipfile.ZipFile(first).namelist()
-    assert "twisted_broker/spark/data_source.py" in names and "twisted_broker/wire/crc.py" in names
+    assert "twisted_broker/spark/data_source.py" in names and "twisted_broker/codec/kafka07/crc.py" in names
     assert "kazoo/client.py" in names
     assert all(name.endswith(".py") for name in names)
     assert executor_code.package_zip(tmp_path) == first
@@ -51,7 +51,7 @@ DECODE = """
 import sys
 sys.path.insert(0, sys.argv[1])
 from twisted_broker.spark.message_columns import decode_message_set
-from twisted_broker.wire import crc
+from twisted_broker.codec.kafka07 import crc
 assert crc.crcmod_crc32 is None and crc.zlib_ng is None, "the extensions were importable"
 for hex_set in sys.argv[2:]:
     try:
@@ -72,5 +72,5 @@ def test_a_python_with_only_pyspark_and_pyarrow_decodes_from_the_zip_and_names_s
     assert done.returncode == 0, done.stderr
     plain, gzip, snappy = done.stdout.splitlines()
     assert plain == gzip == "[b'a', b'bc'] [True, True]"
-    assert snappy.startswith("twisted_broker.wire.compression CodecUnavailable snappy: the module snappy "
+    assert snappy.startswith("twisted_broker.codec.kafka07.compression CodecUnavailable snappy: the module snappy "
                              f"(pip install python-snappy) is not installed in {WORKER_PYTHON}")

@@ -9,9 +9,9 @@ from hypothesis import strategies as st
 
 from twisted_broker.errors import CorruptWrapper, CrcMismatch
 from twisted_broker.spark.message_columns import MessageColumns, decode_message_set
-from twisted_broker.wire.compression import GZIP, NO_COMPRESSION, SNAPPY
-from twisted_broker.wire.message import MAGIC_0, MAGIC_1, Message, make_message
-from twisted_broker.wire.message_set import encode_compressed_message_set, encode_messages, iter_messages
+from twisted_broker.codec.kafka07.compression import GZIP, NO_COMPRESSION, SNAPPY
+from twisted_broker.codec.kafka07.message import MAGIC_0, MAGIC_1, Message, make_message
+from twisted_broker.codec.kafka07.message_set import encode_compressed_message_set, encode_messages, iter_messages
 
 # One produced batch: (codec or "magic0", payloads).
 batches = st.lists(st.tuples(st.sampled_from([NO_COMPRESSION, GZIP, SNAPPY, "magic0"]),
@@ -66,7 +66,7 @@ def test_a_crc_mismatch_fails_at_its_log_offset_or_is_marked():
 
 def test_a_wrapper_with_a_bad_inner_crc_marks_only_that_message():
     inner = encode_messages([make_message(b"x"), Message(MAGIC_1, 0, make_message(b"y").crc ^ 1, b"y")])
-    from twisted_broker.wire.compression import compress
+    from twisted_broker.codec.kafka07.compression import compress
     data = encode_messages([make_message(compress(GZIP, inner), codec=GZIP)])
     marked = decode_message_set(data, 0, crc="mark")
     assert marked.crc_valid.to_pylist() == [True, False]

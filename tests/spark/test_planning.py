@@ -16,10 +16,10 @@ from twisted_broker.spark.etl import EtlRun
 from twisted_broker.spark.options import OptionError, ReadOptions
 from twisted_broker.spark.planning import BrokerPartition, OffsetRange
 from twisted_broker.spark.splits import split_range
-from twisted_broker.wire.message_search import find_message_start
-from twisted_broker.wire.compression import GZIP, NO_COMPRESSION, SNAPPY
-from twisted_broker.wire.message import MAGIC_0, make_message
-from twisted_broker.wire.message_set import encode_compressed_message_set, encode_messages, iter_entries
+from twisted_broker.codec.kafka07.message_search import find_message_start
+from twisted_broker.codec.kafka07.compression import GZIP, NO_COMPRESSION, SNAPPY
+from twisted_broker.codec.kafka07.message import MAGIC_0, make_message
+from twisted_broker.codec.kafka07.message_set import encode_compressed_message_set, encode_messages, iter_entries
 
 
 def _log(seed: int = 7, batches: int = 60) -> tuple[bytes, list[int]]:
@@ -107,7 +107,7 @@ def test_options_are_checked_with_their_names():
 def test_a_replicated_partition_is_named_by_number_and_asks_its_leader_then_the_isr():
     from twisted_broker.client.cluster import replicated_partitions
     from twisted_broker.client.replicated_topics import ReplicatedTopic
-    from twisted_broker.wire.replication import PartitionMetadata
+    from twisted_broker.codec.kafka07.replication import PartitionMetadata
     topic = ReplicatedTopic("t", (PartitionMetadata(0, 2, 4, (0, 1, 2, 3), (2, 3, 0)),
                                   PartitionMetadata(1, -1, 5, (1,), ())),
                             {0: ("h0", 90), 2: ("h2", 92), 3: ("h3", 93)})  # broker 1 is down

@@ -23,10 +23,10 @@ from tests.spark.topic_data import payloads, rows_of
 from twisted_broker.cli import build_parser
 from twisted_broker.client.simple_consumer import LATEST_TIME, SimpleConsumer
 from twisted_broker.spark.etl import EtlError, EtlRun
-from twisted_broker.wire.compression import GZIP
-from twisted_broker.wire.message_set import encode_compressed_message_set
-from twisted_broker.wire.replication import ProduceAckRequest, decode_produce_acks, encode_replication_request
-from twisted_broker.wire.requests import FetchRequest, MultiProduceRequest, ProduceRequest
+from twisted_broker.codec.kafka07.compression import GZIP
+from twisted_broker.codec.kafka07.message_set import encode_compressed_message_set
+from twisted_broker.codec.kafka07.replication import ProduceAckRequest, decode_produce_acks, encode_replication_request
+from twisted_broker.codec.kafka07.requests import FetchRequest, MultiProduceRequest, ProduceRequest
 
 pytestmark = pytest.mark.spark
 

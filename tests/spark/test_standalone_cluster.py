@@ -23,7 +23,7 @@ import pytest
 
 from tests.spark.topic_data import payloads
 from twisted_broker.spark.standalone import StandaloneCluster
-from twisted_broker.wire.compression import GZIP, NO_COMPRESSION, SNAPPY
+from twisted_broker.codec.kafka07.compression import GZIP, NO_COMPRESSION, SNAPPY
 
 pytestmark = pytest.mark.spark
 
@@ -133,7 +133,7 @@ def test_a_snappy_message_fails_the_run_naming_the_missing_module(standalone, cl
     failed = _etl(standalone, brokers.zk_connect, tmp_path, "--conf", f"spark.pyspark.python={WORKER_PYTHON}",
                   "--conf", "spark.task.maxFailures=1", env={})
     assert failed.returncode != 0
-    assert ("twisted-broker: error: the load failed, nothing was published: twisted_broker.wire.compression."
+    assert ("twisted-broker: error: the load failed, nothing was published: twisted_broker.codec.kafka07.compression."
             "CodecUnavailable: snappy: the module snappy (pip install python-snappy) is not installed in "
             f"{WORKER_PYTHON}") in failed.stderr, failed.stderr[-3000:]
     assert not list((tmp_path / "out").glob("load_date=*")) and not (tmp_path / "checkpoint" / "offsets.json").exists()

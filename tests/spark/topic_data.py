@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 
 from twisted_broker.client.simple_consumer import LATEST_TIME, SimpleConsumer
 from twisted_broker.client.sync_producer import SyncProducer
-from twisted_broker.wire.compression import NO_COMPRESSION
-from twisted_broker.wire.message_set import encode_compressed_message_set
-from twisted_broker.wire.requests import FetchRequest
+from twisted_broker.codec.kafka07.compression import NO_COMPRESSION
+from twisted_broker.codec.kafka07.message_set import encode_compressed_message_set
+from twisted_broker.codec.kafka07.requests import FetchRequest
 
 # One row as the data source reports it, without the topic.
 Row = tuple[int, int, int, int, bytes]  # broker_id, partition, offset, next_offset, payload

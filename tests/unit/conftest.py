@@ -2,7 +2,7 @@
 
 import pytest
 
-from twisted_broker.kafka_wire.record_batch import build_batch
+from twisted_broker.codec.kafka.record_batch import build_batch
 
 
 def make_batch(values, *, timestamps=None, keys=None, **options) -> bytearray:

@@ -15,6 +15,6 @@ twisted_client.py           TwistedProducer, TwistedSimpleConsumer: the same cal
 ==========================  ==============================================================
 
 None of them re-implements a wire layout: requests, responses, message sets and framing all
-come from ``twisted_broker.wire``. The ZooKeeper-driven parts (broker discovery for the
+come from ``twisted_broker.codec.kafka07``. The ZooKeeper-driven parts (broker discovery for the
 producer, the consumer group connector) plug in through BrokerPartitionInfo and SimpleConsumer.
 """

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from twisted_broker.client.replicated_topics import ReplicatedTopic
 from twisted_broker.client.simple_consumer import SimpleConsumer
 from twisted_broker.errors import WrongPartition
-from twisted_broker.wire.requests import FetchRequest
-from twisted_broker.wire.responses import NO_ERROR
+from twisted_broker.codec.kafka07.requests import FetchRequest
+from twisted_broker.codec.kafka07.responses import NO_ERROR
 
 PROBE_BATCH = 64  # partitions asked about per MultiFetch while probing a broker
 PROBE_LIMIT = 4096  # a broker claiming more partitions than this is not believed

@@ -46,8 +46,8 @@ import time
 from collections.abc import Callable
 
 from twisted_broker.client.errors import UnexpectedResponse
-from twisted_broker.wire.primitives import INT32
-from twisted_broker.wire.responses import decode_error_and_body
+from twisted_broker.codec.kafka07.primitives import INT32
+from twisted_broker.codec.kafka07.responses import decode_error_and_body
 
 log = logging.getLogger(__name__)
 

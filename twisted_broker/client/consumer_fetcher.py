@@ -25,8 +25,8 @@ from twisted_broker.client.replicated_consumer import ReplicatedConsumer
 from twisted_broker.client.replicated_topics import LEADERS, Address
 from twisted_broker.client.simple_consumer import SimpleConsumer
 from twisted_broker.errors import InvalidMessage, KafkaError, OffsetOutOfRange
-from twisted_broker.wire.requests import FetchRequest
-from twisted_broker.wire.responses import NO_ERROR
+from twisted_broker.codec.kafka07.requests import FetchRequest
+from twisted_broker.codec.kafka07.responses import NO_ERROR
 
 log = logging.getLogger(__name__)
 

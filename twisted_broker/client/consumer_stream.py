@@ -25,7 +25,7 @@ from twisted_broker.client.fetched_message_set import FetchedMessageSet
 from twisted_broker.client.replicated_topics import LEADERS
 from twisted_broker.errors import CrcMismatch, InvalidMessage
 from twisted_broker.registry import paths
-from twisted_broker.wire.message import Message
+from twisted_broker.codec.kafka07.message import Message
 
 log = logging.getLogger(__name__)
 

@@ -18,11 +18,11 @@ from collections.abc import Iterator, Sequence
 
 from twisted_broker.client.errors import UnexpectedResponse, error_for_code
 from twisted_broker.errors import InvalidFetchSize
-from twisted_broker.wire.message import Message
-from twisted_broker.wire.message_set import iter_entries, iter_messages, valid_bytes
-from twisted_broker.wire.primitives import INT32, Buffer
-from twisted_broker.wire.requests import FetchRequest
-from twisted_broker.wire.responses import NO_ERROR, decode_multifetch
+from twisted_broker.codec.kafka07.message import Message
+from twisted_broker.codec.kafka07.message_set import iter_entries, iter_messages, valid_bytes
+from twisted_broker.codec.kafka07.primitives import INT32, Buffer
+from twisted_broker.codec.kafka07.requests import FetchRequest
+from twisted_broker.codec.kafka07.responses import NO_ERROR, decode_multifetch
 
 _MIN_ENTRY_LENGTH = 5  # the magic-0 header; a smaller length is a corrupt entry, not a big one
 

@@ -23,7 +23,7 @@ from twisted_broker.client.replicated_topics import (
 )
 from twisted_broker.client.sync_producer import SyncProducer
 from twisted_broker.errors import KafkaError
-from twisted_broker.wire.replication import Metadata
+from twisted_broker.codec.kafka07.replication import Metadata
 
 log = logging.getLogger(__name__)
 

@@ -21,12 +21,12 @@ import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from twisted_broker.kafka_wire import api_keys
-from twisted_broker.kafka_wire.consumer_protocol import assigned_partitions
-from twisted_broker.kafka_wire.errors import NONE as NO_ERROR
-from twisted_broker.kafka_wire.log_schemas import LATEST_TIMESTAMP
-from twisted_broker.kafka_wire.primitives import Malformed, Truncated
-from twisted_broker.kafka_wire.protocol import decode_response, encode_request
+from twisted_broker.codec.kafka import api_keys
+from twisted_broker.codec.kafka.consumer_protocol import assigned_partitions
+from twisted_broker.codec.kafka.errors import NONE as NO_ERROR
+from twisted_broker.codec.kafka.log_schemas import LATEST_TIMESTAMP
+from twisted_broker.codec.kafka.primitives import Malformed, Truncated
+from twisted_broker.codec.kafka.protocol import decode_response, encode_request
 
 Address = tuple[str, int]
 CLIENT_ID = "twisted-broker-lookup"

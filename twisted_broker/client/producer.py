@@ -52,8 +52,8 @@ from twisted_broker.client.replicated_topics import LEADERS, Address, Replicated
 from twisted_broker.client.sync_producer import SyncProducer
 from twisted_broker.config import ConfigError, ProducerConfig
 from twisted_broker.errors import MessageSizeTooLarge
-from twisted_broker.wire.compression import NO_COMPRESSION
-from twisted_broker.wire.message_set import encode_compressed_message_set
+from twisted_broker.codec.kafka07.compression import NO_COMPRESSION
+from twisted_broker.codec.kafka07.message_set import encode_compressed_message_set
 
 log = logging.getLogger(__name__)
 

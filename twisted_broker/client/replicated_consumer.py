@@ -24,8 +24,8 @@ from twisted_broker.client.errors import LeaderNotAvailable
 from twisted_broker.client.fetched_message_set import FetchedMessageSet
 from twisted_broker.client.replicated_topics import Address, LeaderBackoff, ReplicatedTopic, TopicMetadataCache
 from twisted_broker.errors import WrongPartition
-from twisted_broker.wire.replication import Metadata
-from twisted_broker.wire.requests import FetchRequest
+from twisted_broker.codec.kafka07.replication import Metadata
+from twisted_broker.codec.kafka07.requests import FetchRequest
 
 log = logging.getLogger(__name__)
 

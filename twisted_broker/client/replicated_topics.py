@@ -38,10 +38,10 @@ from twisted_broker.errors import KafkaError, UnknownError, WrongPartition
 from twisted_broker.replication.errors import (
     NotEnoughReplicas, NotEnoughReplicasAfterAppend, NotLeaderForPartition, RequestTimedOut,
 )
-from twisted_broker.wire.replication import (
+from twisted_broker.codec.kafka07.replication import (
     Metadata, MetadataRequest, PartitionMetadata, decode_metadata, encode_replication_request,
 )
-from twisted_broker.wire.responses import NO_ERROR
+from twisted_broker.codec.kafka07.responses import NO_ERROR
 
 log = logging.getLogger(__name__)
 

@@ -16,12 +16,12 @@ from collections.abc import Iterable
 from twisted_broker.client.connection import BrokerConnection
 from twisted_broker.client.errors import UnexpectedResponse
 from twisted_broker.client.replicated_topics import request_metadata
-from twisted_broker.wire.message_set import scan
-from twisted_broker.wire.primitives import Buffer
-from twisted_broker.wire.replication import (
+from twisted_broker.codec.kafka07.message_set import scan
+from twisted_broker.codec.kafka07.primitives import Buffer
+from twisted_broker.codec.kafka07.replication import (
     Metadata, ProduceAckRequest, decode_produce_acks, encode_replication_request,
 )
-from twisted_broker.wire.requests import MultiProduceRequest, ProduceRequest, encode_request
+from twisted_broker.codec.kafka07.requests import MultiProduceRequest, ProduceRequest, encode_request
 
 RANDOM_PARTITION = -1  # 0.7's ProducerRequest.RandomPartition: the broker picks one
 

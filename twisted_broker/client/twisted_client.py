@@ -33,14 +33,14 @@ from zope.interface import implementer
 
 from twisted_broker.client.errors import UnexpectedResponse, error_for_code
 from twisted_broker.client.fetched_message_set import FetchedMessageSet, decode_multifetch_response
-from twisted_broker.wire.compression import NO_COMPRESSION
-from twisted_broker.wire.framing import FrameDecoder, FrameTooLarge
-from twisted_broker.wire.message_set import encode_compressed_message_set, scan
-from twisted_broker.wire.primitives import Buffer
-from twisted_broker.wire.requests import (
+from twisted_broker.codec.kafka07.compression import NO_COMPRESSION
+from twisted_broker.codec.kafka07.framing import FrameDecoder, FrameTooLarge
+from twisted_broker.codec.kafka07.message_set import encode_compressed_message_set, scan
+from twisted_broker.codec.kafka07.primitives import Buffer
+from twisted_broker.codec.kafka07.requests import (
     FetchRequest, MultiFetchRequest, MultiProduceRequest, OffsetRequest, ProduceRequest, encode_request,
 )
-from twisted_broker.wire.responses import NO_ERROR, decode_error_and_body, decode_offsets
+from twisted_broker.codec.kafka07.responses import NO_ERROR, decode_error_and_body, decode_offsets
 
 DEFAULT_MAX_RESPONSE_BYTES = 512 * 1024 * 1024  # a response size above this is garbage, not data
 

@@ -28,13 +28,13 @@ from twisted_broker.client.replicated_topics import (
 )
 from twisted_broker.client.twisted_client import KafkaClientProtocol, connect_client
 from twisted_broker.errors import WrongPartition
-from twisted_broker.wire.compression import NO_COMPRESSION
-from twisted_broker.wire.message_set import encode_compressed_message_set
-from twisted_broker.wire.primitives import Buffer
-from twisted_broker.wire.replication import (
+from twisted_broker.codec.kafka07.compression import NO_COMPRESSION
+from twisted_broker.codec.kafka07.message_set import encode_compressed_message_set
+from twisted_broker.codec.kafka07.primitives import Buffer
+from twisted_broker.codec.kafka07.replication import (
     MetadataRequest, ProduceAckRequest, decode_metadata, decode_produce_acks, encode_replication_request,
 )
-from twisted_broker.wire.requests import MultiProduceRequest, ProduceRequest
+from twisted_broker.codec.kafka07.requests import MultiProduceRequest, ProduceRequest
 
 log = logging.getLogger(__name__)
 

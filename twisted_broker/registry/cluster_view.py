@@ -23,7 +23,7 @@ from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
 from twisted_broker.registry import paths
-from twisted_broker.replication import paths as replication_paths
+from twisted_broker.registry import replication_paths
 
 log = logging.getLogger(__name__)
 

@@ -33,7 +33,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import EventType, KazooState
 
 from twisted_broker.registry import paths
-from twisted_broker.replication import paths as replication_paths
+from twisted_broker.registry import replication_paths
 
 log = logging.getLogger(__name__)
 

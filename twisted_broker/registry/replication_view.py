@@ -14,8 +14,8 @@ from kazoo.exceptions import NodeExistsError
 
 from twisted_broker.registry import paths as registry_paths
 from twisted_broker.registry.cluster_view import ClusterView
-from twisted_broker.replication import paths
-from twisted_broker.replication.paths import PartitionState, TopicAssignment
+from twisted_broker.registry import replication_paths as paths
+from twisted_broker.registry.replication_paths import PartitionState, TopicAssignment
 
 
 class ReplicationView(ClusterView):

@@ -15,10 +15,10 @@ from twisted.internet.task import deferLater
 
 from twisted_broker.registry import paths as registry_paths
 from twisted_broker.registry.zookeeper import NodeExistsError, ZooKeeper
-from twisted_broker.replication import paths
+from twisted_broker.registry import replication_paths as paths
 from twisted_broker.replication.assignment import AssignmentError, assign_replicas
 from twisted_broker.replication.cluster_state import ClusterState
-from twisted_broker.replication.paths import TopicAssignment
+from twisted_broker.registry.replication_paths import TopicAssignment
 from twisted_broker.storage.topic_name import check_topic_name
 
 POLL_S = 0.05

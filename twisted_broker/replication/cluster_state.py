@@ -21,8 +21,8 @@ from twisted.internet.defer import Deferred, inlineCallbacks
 
 from twisted_broker.registry import paths as registry_paths
 from twisted_broker.registry.zookeeper import CONNECTED, NoNodeError, ZooKeeper
-from twisted_broker.replication import paths
-from twisted_broker.replication.paths import PartitionState, TopicAssignment
+from twisted_broker.registry import replication_paths as paths
+from twisted_broker.registry.replication_paths import PartitionState, TopicAssignment
 
 log = logging.getLogger(__name__)
 

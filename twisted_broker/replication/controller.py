@@ -25,13 +25,13 @@ from dataclasses import replace
 from twisted.internet.defer import inlineCallbacks
 
 from twisted_broker.registry.zookeeper import BadVersionError, CONNECTED, NodeExistsError, NoNodeError, ZooKeeper
-from twisted_broker.replication import paths
+from twisted_broker.registry import replication_paths as paths
 from twisted_broker.replication.assignment import AssignmentError, check_reassignment
 from twisted_broker.replication.cluster_state import ClusterState, Subscriber
 from twisted_broker.replication.election import (
     elect_leader, initial_state, leader_counts, preferred_leader, remove_from_isr,
 )
-from twisted_broker.replication.paths import ControllerInfo, PartitionState, TopicAssignment
+from twisted_broker.registry.replication_paths import ControllerInfo, PartitionState, TopicAssignment
 from twisted_broker.replication.reassignment import reassignment_step
 
 log = logging.getLogger(__name__)

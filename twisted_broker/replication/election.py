@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 
-from twisted_broker.replication.paths import NO_LEADER, PartitionState
+from twisted_broker.registry.replication_paths import NO_LEADER, PartitionState
 
 
 def initial_state(replicas: Sequence[int], live: Collection[int], *, controller_epoch: int) -> PartitionState:

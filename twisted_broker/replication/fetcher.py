@@ -26,13 +26,13 @@ from twisted_broker.replication.errors import FencedLeaderEpoch, NotLeaderForPar
 from twisted_broker.replication.replica import Replica, Role
 from twisted_broker.replication.replica_manager import ReplicaManager
 from twisted_broker.storage.log import EARLIEST_TIME
-from twisted_broker.wire.message_set import validate_message_set
-from twisted_broker.wire.replication import (
+from twisted_broker.codec.kafka07.message_set import validate_message_set
+from twisted_broker.codec.kafka07.replication import (
     EpochEndOffsetRequest, EpochQuery, ReplicaFetchPartition, ReplicaFetchRequest, decode_epoch_end_offsets,
     decode_replica_fetch_response, encode_replication_request,
 )
-from twisted_broker.wire.requests import OffsetRequest, encode_request
-from twisted_broker.wire.responses import decode_offsets
+from twisted_broker.codec.kafka07.requests import OffsetRequest, encode_request
+from twisted_broker.codec.kafka07.responses import decode_offsets
 
 log = logging.getLogger(__name__)
 

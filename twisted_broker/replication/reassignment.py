@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from twisted_broker.replication.paths import PartitionState
+from twisted_broker.registry.replication_paths import PartitionState
 
 
 @dataclass(frozen=True)

@@ -24,14 +24,14 @@ from twisted.internet.task import LoopingCall
 
 from twisted_broker.errors import InvalidTopic, OffsetOutOfRange, WrongPartition
 from twisted_broker.registry.zookeeper import BadVersionError, CONNECTED, NoNodeError, ZooKeeper
-from twisted_broker.replication import paths
+from twisted_broker.registry import replication_paths as paths
 from twisted_broker.replication.cluster_state import ClusterState, Subscriber
 from twisted_broker.replication.epochs import UNDEFINED_EPOCH, UNDEFINED_OFFSET
 from twisted_broker.replication.errors import (
     FencedLeaderEpoch, NotAReplica, NotEnoughReplicas, NotLeaderForPartition, UnknownLeaderEpoch,
 )
 from twisted_broker.replication.leader import Decision
-from twisted_broker.replication.paths import NO_LEADER, PartitionState
+from twisted_broker.registry.replication_paths import NO_LEADER, PartitionState
 from twisted_broker.replication.replica import Replica, Role
 from twisted_broker.storage.checkpoints import write_high_watermarks
 from twisted_broker.storage.log_manager import LogManager

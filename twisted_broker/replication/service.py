@@ -16,7 +16,7 @@ from twisted.internet.defer import Deferred, inlineCallbacks
 from twisted.internet.task import deferLater
 
 from twisted_broker.registry.zookeeper import NodeExistsError, NoNodeError, ZooKeeper
-from twisted_broker.replication import paths
+from twisted_broker.registry import replication_paths as paths
 from twisted_broker.replication.cluster_state import ClusterState
 from twisted_broker.replication.controller import Controller
 from twisted_broker.replication.fetcher import Fetchers

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 
 from twisted_broker.storage.log import Log
 from twisted_broker.storage.log_manager import LogManager
-from twisted_broker.wire.replication import ALL_REQUEST_NAMES
-from twisted_broker.wire.requests import REQUEST_NAMES
+from twisted_broker.codec.kafka07.replication import ALL_REQUEST_NAMES
+from twisted_broker.codec.kafka07.requests import REQUEST_NAMES
 
 LOG_RATE_WINDOW_S = 60.0
 

@@ -33,10 +33,10 @@ import pyarrow.compute as pc
 
 from twisted_broker.errors import CorruptWrapper, CrcMismatch, InvalidMessage
 from twisted_broker.spark.options import CRC_FAIL, CRC_MARK, CRC_MODES, CRC_NONE
-from twisted_broker.wire.compression import DEFAULT_MAX_BYTES, DecompressionError, decompress
-from twisted_broker.wire.crc import crc32
-from twisted_broker.wire.message import ENTRY_HEADER_1, Message
-from twisted_broker.wire.message_set import MAX_WRAPPER_DEPTH, iter_entries
+from twisted_broker.codec.kafka07.compression import DEFAULT_MAX_BYTES, DecompressionError, decompress
+from twisted_broker.codec.kafka07.crc import crc32
+from twisted_broker.codec.kafka07.message import ENTRY_HEADER_1, Message
+from twisted_broker.codec.kafka07.message_set import MAX_WRAPPER_DEPTH, iter_entries
 
 
 _HEADER_BYTES = ENTRY_HEADER_1.size  # length, magic, attributes, crc: 10 bytes before a payload

@@ -61,9 +61,9 @@ from twisted_broker.errors import InvalidFetchSize, InvalidMessage, OffsetOutOfR
 from twisted_broker.spark import splits
 from twisted_broker.spark.message_columns import MessageColumns, decode_message_set
 from twisted_broker.spark.options import CRC_MARK
-from twisted_broker.wire.message_set import valid_bytes
-from twisted_broker.wire.requests import FetchRequest
-from twisted_broker.wire.responses import NO_ERROR
+from twisted_broker.codec.kafka07.message_set import valid_bytes
+from twisted_broker.codec.kafka07.requests import FetchRequest
+from twisted_broker.codec.kafka07.responses import NO_ERROR
 
 log = logging.getLogger(__name__)
 

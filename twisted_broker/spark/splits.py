@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 
 from twisted_broker.client.simple_consumer import SimpleConsumer
 from twisted_broker.errors import InvalidMessage
-from twisted_broker.wire.message_search import find_message_start
-from twisted_broker.wire.requests import FetchRequest
+from twisted_broker.codec.kafka07.message_search import find_message_start
+from twisted_broker.codec.kafka07.requests import FetchRequest
 
 if TYPE_CHECKING:
     from twisted_broker.spark.planning import OffsetRange

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from twisted_broker.errors import LogWriteError, OffsetOutOfRange
 from twisted_broker.storage.flusher import FlushJob, Flusher, InlineFlusher
 from twisted_broker.storage.segment import FileRegion, Segment, parse_segment_file_name
-from twisted_broker.wire.message_set import ValidatedMessageSet
+from twisted_broker.codec.kafka07.message_set import ValidatedMessageSet
 
 log = logging.getLogger(__name__)
 

@@ -34,13 +34,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from twisted_broker.errors import InvalidMessage
-from twisted_broker.kafka_wire.batch_header import TIMESTAMP_TYPE_LOG_APPEND, BatchHeader
-from twisted_broker.kafka_wire.stored_batch import (
+from twisted_broker.codec.kafka.batch_header import TIMESTAMP_TYPE_LOG_APPEND, BatchHeader
+from twisted_broker.storage.stored_batch import (
     HEAD_BYTES, StoredBatchError, is_stored_batch, read_stored_header,
 )
-from twisted_broker.wire.compression import GZIP
-from twisted_broker.wire.message import Message
-from twisted_broker.wire.message_set import expand_wrapper
+from twisted_broker.codec.kafka07.compression import GZIP
+from twisted_broker.codec.kafka07.message import Message
+from twisted_broker.codec.kafka07.message_set import expand_wrapper
 
 log = logging.getLogger(__name__)
 

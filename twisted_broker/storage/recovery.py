@@ -21,7 +21,7 @@ import mmap
 import os
 
 from twisted_broker.storage.segment import Segment
-from twisted_broker.wire.message_set import scan
+from twisted_broker.codec.kafka07.message_set import scan
 
 log = logging.getLogger(__name__)
 

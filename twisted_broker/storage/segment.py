@@ -31,7 +31,7 @@ from twisted_broker.storage.offset_index import OffsetIndex
 from twisted_broker.storage.verification import (
     VerifiedRanges, entry_length, looks_like_damaged_boundary, scan_entries,
 )
-from twisted_broker.wire.crc import crc32
+from twisted_broker.codec.kafka07.crc import crc32
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ import struct
 from bisect import bisect_right
 
 from twisted_broker.errors import InvalidMessage
-from twisted_broker.wire.message_set import scan
+from twisted_broker.codec.kafka07.message_set import scan
 
 _LENGTH = struct.Struct(">i")
 _MIN_ENTRY = 5

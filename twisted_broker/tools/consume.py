@@ -36,8 +36,8 @@ from twisted_broker.errors import InvalidFetchSize, InvalidMessage, KafkaError, 
 from twisted_broker.tools import cluster
 from twisted_broker.tools.errors import CommandError, UsageError
 from twisted_broker.tools.progress import Progress
-from twisted_broker.wire.primitives import INT32
-from twisted_broker.wire.requests import FetchRequest
+from twisted_broker.codec.kafka07.primitives import INT32
+from twisted_broker.codec.kafka07.requests import FetchRequest
 
 HELP = "print a topic's messages, one per line (console consumer)"
 DEFAULT_FETCH_BYTES = 1024 * 1024  # 0.7's fetch.size

@@ -33,14 +33,14 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from twisted_broker.errors import InvalidMessage
-from twisted_broker.kafka_wire.record_batch import CorruptBatch, Record, decode_batch
-from twisted_broker.kafka_wire.record_compression import CODEC_NAMES, UnsupportedCompression
-from twisted_broker.kafka_wire.stored_batch import StoredBatchError, is_stored_batch, stored_pieces
+from twisted_broker.codec.kafka.record_batch import CorruptBatch, Record, decode_batch
+from twisted_broker.codec.kafka.record_compression import CODEC_NAMES, UnsupportedCompression
+from twisted_broker.storage.stored_batch import StoredBatchError, is_stored_batch, stored_pieces
 from twisted_broker.storage.segment import parse_segment_file_name
 from twisted_broker.tools.errors import CommandError
 from twisted_broker.tools.progress import Progress
-from twisted_broker.wire.message import Message
-from twisted_broker.wire.message_set import expand_wrapper, iter_entries
+from twisted_broker.codec.kafka07.message import Message
+from twisted_broker.codec.kafka07.message_set import expand_wrapper, iter_entries
 
 HELP = "print the messages of segment files with offsets and CRC checks (DumpLogSegments)"
 PAYLOAD_PREVIEW_BYTES = 1024  # of each payload printed with --payloads

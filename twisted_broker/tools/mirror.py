@@ -49,7 +49,7 @@ from twisted_broker.errors import CrcMismatch
 from twisted_broker.tools import cluster
 from twisted_broker.tools.errors import CommandError
 from twisted_broker.tools.progress import Progress
-from twisted_broker.wire.primitives import INT32
+from twisted_broker.codec.kafka07.primitives import INT32
 
 log = logging.getLogger(__name__)
 

@@ -30,8 +30,8 @@ from twisted_broker.config import ProducerConfig
 from twisted_broker.tools import cluster
 from twisted_broker.tools.errors import CommandError
 from twisted_broker.tools.progress import Progress
-from twisted_broker.wire.compression import CODECS_BY_NAME
-from twisted_broker.wire.primitives import INT32
+from twisted_broker.codec.kafka07.compression import CODECS_BY_NAME
+from twisted_broker.codec.kafka07.primitives import INT32
 
 HELP = "send lines (or length-prefixed records) from stdin to a topic (console producer)"
 READ_BYTES = 1 << 20

@@ -21,9 +21,9 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TextIO
 
-from twisted_broker.replication import paths
+from twisted_broker.registry import replication_paths as paths
 from twisted_broker.replication.assignment import AssignmentError, check_reassignment
-from twisted_broker.replication.paths import PartitionMove, TopicAssignment
+from twisted_broker.registry.replication_paths import PartitionMove, TopicAssignment
 from twisted_broker.tools import cluster
 from twisted_broker.tools.errors import CommandError, UsageError
 from twisted_broker.tools.table import format_table

@@ -12,12 +12,12 @@ from twisted_broker.client.fetched_message_set import FetchedMessageSet, decode_
 from twisted_broker.errors import (
     InvalidFetchSize, InvalidMessageSize, OffsetOutOfRange, UnknownError, UnknownMagic, WrongPartition,
 )
-from twisted_broker.wire.compression import GZIP, SNAPPY
-from twisted_broker.wire.message import MAGIC_0, make_message
-from twisted_broker.wire.message_set import (
+from twisted_broker.codec.kafka07.compression import GZIP, SNAPPY
+from twisted_broker.codec.kafka07.message import MAGIC_0, make_message
+from twisted_broker.codec.kafka07.message_set import (
     encode_compressed_message_set, encode_message_set, expand_wrapper, iter_entries, iter_messages, valid_bytes,
 )
-from twisted_broker.wire.requests import FetchRequest
+from twisted_broker.codec.kafka07.requests import FetchRequest
 
 F = 100  # the fetch offset of spec 3.5's worked example
 

@@ -10,8 +10,8 @@ from twisted_broker.client.errors import InvalidPartition, NoBrokersForPartition
 from twisted_broker.client.producer import Producer
 from twisted_broker.config import ConfigError, ProducerConfig
 from twisted_broker.errors import MessageSizeTooLarge
-from twisted_broker.wire.compression import GZIP, NO_COMPRESSION, SNAPPY
-from twisted_broker.wire.message_set import iter_entries, iter_messages
+from twisted_broker.codec.kafka07.compression import GZIP, NO_COMPRESSION, SNAPPY
+from twisted_broker.codec.kafka07.message_set import iter_entries, iter_messages
 
 
 class FakeSyncProducer:

@@ -10,7 +10,7 @@ from twisted_broker.client.replicated_topics import (
 )
 from twisted_broker.errors import WrongPartition
 from twisted_broker.replication.errors import NotEnoughReplicas
-from twisted_broker.wire.replication import Metadata, PartitionMetadata, TopicMetadata
+from twisted_broker.codec.kafka07.replication import Metadata, PartitionMetadata, TopicMetadata
 
 BROKERS = ((0, "h0", 9000), (1, "h1", 9001))
 

@@ -14,8 +14,8 @@ from twisted_broker.client.errors import UnexpectedResponse
 from twisted_broker.client.fetched_message_set import FetchedMessageSet
 from twisted_broker.client.twisted_client import KafkaClientProtocol, TwistedProducer, TwistedSimpleConsumer
 from twisted_broker.errors import MessageSizeTooLarge, OffsetOutOfRange
-from twisted_broker.wire.message_set import encode_message_set
-from twisted_broker.wire.requests import FetchRequest, OffsetRequest, ProduceRequest, encode_request
+from twisted_broker.codec.kafka07.message_set import encode_message_set
+from twisted_broker.codec.kafka07.requests import FetchRequest, OffsetRequest, ProduceRequest, encode_request
 
 MESSAGES = encode_message_set([b"hello"])
 FETCH_RESPONSE = struct.pack(">ih", 2 + len(MESSAGES), 0) + MESSAGES

@@ -6,7 +6,7 @@ import pytest
 from twisted_broker.replication.election import (
     elect_leader, initial_state, leader_counts, preferred_leader, remove_from_isr,
 )
-from twisted_broker.replication.paths import NO_LEADER, PartitionState
+from twisted_broker.registry.replication_paths import NO_LEADER, PartitionState
 
 REPLICAS = (0, 1, 2)
 

@@ -1,7 +1,7 @@
 """Reassignment steps: copy to the new replicas before dropping any old one; never lead from
 outside the ISR."""
 
-from twisted_broker.replication.paths import PartitionState
+from twisted_broker.registry.replication_paths import PartitionState
 from twisted_broker.replication.reassignment import WAIT, Step, reassignment_step
 
 

@@ -6,8 +6,8 @@ import pytest
 
 from twisted_broker.server.stats import BrokerStats, RequestStats, WindowedCounter, broker_snapshot
 from twisted_broker.storage.log_manager import LogManager
-from twisted_broker.wire.message_set import encode_message_set, validate_message_set
-from twisted_broker.wire.requests import FETCH, PRODUCE
+from twisted_broker.codec.kafka07.message_set import encode_message_set, validate_message_set
+from twisted_broker.codec.kafka07.requests import FETCH, PRODUCE
 
 
 class Clock:

@@ -6,7 +6,7 @@ import pytest
 
 from twisted_broker.storage.log import Log, LogPolicy, open_log_directory
 from twisted_broker.storage.log_manager import LogManager
-from twisted_broker.wire.message_set import (
+from twisted_broker.codec.kafka07.message_set import (
     ValidatedMessageSet, encode_message_set, iter_entries, validate_message_set,
 )
 

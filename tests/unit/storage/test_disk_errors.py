@@ -9,7 +9,7 @@ from twisted_broker.errors import LogWriteError
 from twisted_broker.storage import segment as segment_module
 from twisted_broker.storage.log import LogPolicy
 from twisted_broker.storage.log_manager import CLEAN_SHUTDOWN_MARKER
-from twisted_broker.wire.message_set import encode_message_set
+from twisted_broker.codec.kafka07.message_set import encode_message_set
 
 ENTRY = encode_message_set([b"ab"])  # 12 bytes
 

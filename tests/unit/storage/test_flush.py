@@ -5,8 +5,8 @@ import threading
 
 from twisted_broker.storage.flusher import FlushJob, ThreadFlusher
 from twisted_broker.storage.log import LogPolicy
-from twisted_broker.wire.compression import GZIP
-from twisted_broker.wire.message_set import (
+from twisted_broker.codec.kafka07.compression import GZIP
+from twisted_broker.codec.kafka07.message_set import (
     encode_compressed_message_set, encode_message_set, validate_message_set,
 )
 

@@ -7,7 +7,7 @@ import pytest
 
 from twisted_broker.storage.log import LogPolicy
 from twisted_broker.storage.log_manager import LogManager, parse_partition_directory
-from twisted_broker.wire.message_set import encode_message_set
+from twisted_broker.codec.kafka07.message_set import encode_message_set
 
 ENTRY = encode_message_set([b"ab"])  # 12 bytes
 

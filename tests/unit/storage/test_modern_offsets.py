@@ -5,14 +5,14 @@ import os
 import pytest
 
 from twisted_broker.errors import OffsetOutOfRange
-from twisted_broker.kafka_wire.stored_batch import read_stored_header
-from twisted_broker.storage.modern_reads import (
+from twisted_broker.storage.stored_batch import read_stored_header
+from twisted_broker.storage.record_offsets import (
     append_batch, earliest, iter_batch_headers, locate, modern_end, next_offset,
 )
 from twisted_broker.storage.offset_index import ROW, ROW_INTERVAL_BYTES
 from twisted_broker.storage.replica_log import ReplicaLog
-from twisted_broker.wire.compression import GZIP
-from twisted_broker.wire.message_set import (
+from twisted_broker.codec.kafka07.compression import GZIP
+from twisted_broker.codec.kafka07.message_set import (
     ValidatedMessageSet, encode_compressed_message_set, encode_message_set, iter_entries,
 )
 

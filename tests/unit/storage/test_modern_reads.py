@@ -6,15 +6,15 @@ import struct
 import pytest
 
 from twisted_broker.errors import InvalidMessage
-from twisted_broker.kafka_wire.legacy_sets import decode_legacy_set
+from twisted_broker.codec.kafka.legacy_sets import decode_legacy_set
 from twisted_broker.storage.log import Log, LogPolicy, open_log_directory
-from twisted_broker.storage.modern_reads import (
+from twisted_broker.storage.record_offsets import (
     append_batch, locate, modern_end, offset_for_time, read_modern, record_for_time,
 )
 from twisted_broker.storage.recovery import recover_segment
 from twisted_broker.storage.segment import FileRegion
-from twisted_broker.wire.compression import GZIP
-from twisted_broker.wire.message_set import (
+from twisted_broker.codec.kafka07.compression import GZIP
+from twisted_broker.codec.kafka07.message_set import (
     ValidatedMessageSet, encode_compressed_message_set, encode_message_set,
 )
 

@@ -12,7 +12,7 @@ import pytest
 from twisted_broker.storage import fsync_worker
 from twisted_broker.storage.fsync_worker import MORE, OPEN, REPLY, REQUEST
 from twisted_broker.storage.process_flusher import ProcessFlusher
-from twisted_broker.wire.message_set import encode_message_set
+from twisted_broker.codec.kafka07.message_set import encode_message_set
 
 ENTRY = encode_message_set([b"ab"])  # 12 bytes
 

@@ -11,8 +11,8 @@ from twisted_broker.storage.log import LogPolicy
 from twisted_broker.storage.log_manager import CLEAN_SHUTDOWN_MARKER
 from twisted_broker.storage.recovery import recover_segment
 from twisted_broker.storage.segment import Segment
-from twisted_broker.wire.message import MAGIC_0
-from twisted_broker.wire.message_set import encode_message_set, iter_entries, valid_bytes
+from twisted_broker.codec.kafka07.message import MAGIC_0
+from twisted_broker.codec.kafka07.message_set import encode_message_set, iter_entries, valid_bytes
 
 FIXTURE = Path(__file__).parents[2] / "fixtures" / "MagicByte0-0" / "00000000000000000000.kafka"
 FIXTURE_SHA256 = "0db77e65c9cbe560e47d45e6dd43b8e61adf0c0e39c6ed9fe16890ef8d109625"

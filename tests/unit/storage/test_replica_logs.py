@@ -10,7 +10,7 @@ from twisted_broker.storage.checkpoints import (
     HIGH_WATERMARK_CHECKPOINT, LEADER_EPOCH_CHECKPOINT, decode_high_watermarks, encode_high_watermarks,
     read_high_watermarks, write_high_watermarks,
 )
-from twisted_broker.wire.message_set import encode_message_set, validate_message_set
+from twisted_broker.codec.kafka07.message_set import encode_message_set, validate_message_set
 
 
 def batch(*payloads):

@@ -6,7 +6,7 @@ import pytest
 
 from twisted_broker.errors import OffsetOutOfRange
 from twisted_broker.storage.log import LogPolicy
-from twisted_broker.wire.message_set import encode_message_set
+from twisted_broker.codec.kafka07.message_set import encode_message_set
 
 ENTRY = encode_message_set([b"ab"])  # 12 bytes; with file_size=100 a segment holds 9 (108 bytes)
 

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from twisted_broker.storage.flusher import FlushJob
 from twisted_broker.storage.log import open_log_directory
 from twisted_broker.storage.segment import Segment, parse_segment_file_name, segment_file_name
-from twisted_broker.wire.message_set import encode_message_set
+from twisted_broker.codec.kafka07.message_set import encode_message_set
 
 ENTRY = encode_message_set([b"ab"])  # one 12-byte entry: length 8, magic 1, attributes, crc, "ab"
 
@@ -151,7 +151,7 @@ def test_a_region_stays_readable_after_its_segment_is_deleted(tmp_path):
 def test_damage_records_are_bounded_however_much_of_a_segment_is_damaged(tmp_path, monkeypatch):
     from twisted_broker.errors import InvalidMessage
     from twisted_broker.storage import segment as segment_module
-    from twisted_broker.wire.message_set import encode_message_set
+    from twisted_broker.codec.kafka07.message_set import encode_message_set
 
     monkeypatch.setattr(segment_module, "MAX_DAMAGE_RECORDS", 3)
     data = bytearray(encode_message_set([b"x" * 100] * 20))

@@ -11,9 +11,9 @@ from twisted_broker.client.fetched_message_set import FetchedMessageSet
 from twisted_broker.tools.cluster import BrokerPartition
 from twisted_broker.tools.consume import _payloads, write_payloads
 from twisted_broker.tools.errors import CommandError
-from twisted_broker.wire.compression import GZIP
-from twisted_broker.wire.message_set import encode_compressed_message_set, encode_message_set
-from twisted_broker.wire.requests import FetchRequest
+from twisted_broker.codec.kafka07.compression import GZIP
+from twisted_broker.codec.kafka07.message_set import encode_compressed_message_set, encode_message_set
+from twisted_broker.codec.kafka07.requests import FetchRequest
 
 TARGET = BrokerPartition(0, 0, "h", 1)
 

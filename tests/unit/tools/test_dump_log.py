@@ -9,9 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from twisted_broker.tools.dump_log import dump_buffer, escape_payload, summary
-from twisted_broker.wire.compression import GZIP, SNAPPY
-from twisted_broker.wire.message import MAGIC_0
-from twisted_broker.wire.message_set import encode_compressed_message_set, encode_message_set
+from twisted_broker.codec.kafka07.compression import GZIP, SNAPPY
+from twisted_broker.codec.kafka07.message import MAGIC_0
+from twisted_broker.codec.kafka07.message_set import encode_compressed_message_set, encode_message_set
 
 CRC_B_NEWLINE = zlib.crc32(b"b\n")
 PLAIN = encode_message_set([b"hello"])  # spec 7, V1: 0000000b 01 00 3610a686 68656c6c6f

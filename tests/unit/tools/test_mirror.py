@@ -4,9 +4,9 @@ import zlib
 
 from twisted_broker.cli import main
 from twisted_broker.tools.mirror import entry_bytes, target_index
-from twisted_broker.wire.compression import GZIP, SNAPPY
-from twisted_broker.wire.message import MAGIC_0
-from twisted_broker.wire.message_set import encode_compressed_message_set, encode_message_set, iter_entries
+from twisted_broker.codec.kafka07.compression import GZIP, SNAPPY
+from twisted_broker.codec.kafka07.message import MAGIC_0
+from twisted_broker.codec.kafka07.message_set import encode_compressed_message_set, encode_message_set, iter_entries
 
 
 def test_entries_are_reframed_exactly_as_stored():

@@ -8,8 +8,8 @@ import pytest
 
 from twisted_broker import cli
 from twisted_broker.registry.paths import BrokerInfo
-from twisted_broker.replication import paths
-from twisted_broker.replication.paths import PartitionState, TopicAssignment
+from twisted_broker.registry import replication_paths as paths
+from twisted_broker.registry.replication_paths import PartitionState, TopicAssignment
 from twisted_broker.tools import replication_admin, topics
 from twisted_broker.tools.errors import CommandError, UsageError
 

@@ -8,10 +8,10 @@ import struct
 from twisted.internet.defer import ensureDeferred, succeed
 
 from twisted_broker.client.fetched_message_set import FetchedMessageSet
-from twisted_broker.wire.compression import GZIP
-from twisted_broker.wire.message import make_message
-from twisted_broker.wire.message_set import encode_compressed_message_set, encode_message_set, encode_messages
-from twisted_broker.wire.requests import FetchRequest
+from twisted_broker.codec.kafka07.compression import GZIP
+from twisted_broker.codec.kafka07.message import make_message
+from twisted_broker.codec.kafka07.message_set import encode_compressed_message_set, encode_message_set, encode_messages
+from twisted_broker.codec.kafka07.requests import FetchRequest
 from webui.message_browser import decode_entries, read_backward, read_forward
 
 

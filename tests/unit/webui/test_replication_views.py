@@ -9,7 +9,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.unit.webui.test_rendering import TOPIC, Clock, FakeLogs, assert_inert, render
 from tests.unit.webui.test_zk_mirror import FakeZooKeeper
-from twisted_broker.replication.paths import ControllerInfo, PartitionState, TopicAssignment, state_path, topic_path
+from twisted_broker.registry.replication_paths import ControllerInfo, PartitionState, TopicAssignment, state_path, topic_path
 from twisted_broker.server.stats import BrokerStats, RequestStats, broker_snapshot
 from webui.broker_offsets import BrokerClients, OffsetBook
 from webui.cluster_cache import ClusterCache

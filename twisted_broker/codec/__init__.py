@@ -1,0 +1,1 @@
+"""Codecs of the wire protocols: pure, no I/O (docs/architecture.md)."""

@@ -1,0 +1,1 @@
+"""Coordinators of today's Kafka clients: consumer groups and producer ids."""

@@ -1,0 +1,1 @@
+"""Request handlers, one package per protocol: decoded requests in, response pieces out."""

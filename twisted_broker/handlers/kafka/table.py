@@ -1,0 +1,65 @@
+"""The modern listener's table of handlers, one per api key, built from the broker's parts.
+
+tap.py calls ``modern_broker`` once; every handler is a bound method of one of the
+``modern_*`` request classes, so grep finds each from its api key here.
+"""
+
+from __future__ import annotations
+
+from twisted_broker.config import BrokerConfig
+from twisted_broker.coordinator.group.coordinator import GroupCoordinator
+from twisted_broker.coordinator.group.offset_store import FileOffsets, ZooKeeperOffsets
+from twisted_broker.coordinator.producer.producer_ids import FileProducerIds, ZooKeeperProducerIds
+from twisted_broker.codec.kafka import api_keys
+from twisted_broker.handlers.kafka.dispatch import ModernBroker
+from twisted_broker.handlers.kafka.fetch import FetchRequests
+from twisted_broker.handlers.kafka.groups import GroupRequests
+from twisted_broker.handlers.kafka.metadata import TopicRequests
+from twisted_broker.handlers.kafka.partitions import PartitionFinder
+from twisted_broker.handlers.kafka.produce import ProduceRequests
+from twisted_broker.handlers.kafka.topics import ClusterView
+from twisted_broker.server.stats import BrokerStats
+from twisted_broker.storage.log_manager import LogManager
+
+
+def modern_broker(config: BrokerConfig, logs: LogManager, stats: BrokerStats, *, zk, cluster, replication, port,
+                  clock) -> ModernBroker:
+    """The ModernBroker of one broker. ``zk``, ``cluster`` and ``replication`` are None
+    without ZooKeeper; ``port()`` is the modern listener's bound port."""
+    view = ClusterView(broker_id=config.brokerid, host=config.hostname or "127.0.0.1", port=port, logs=logs,
+                       partitions_for=logs.partitions_for, zk=zk, cluster=cluster,
+                       controller=replication.controller if replication is not None else None)
+    topics = TopicRequests(view, num_partitions=config.num_partitions,
+                           default_replication_factor=config.default_replication_factor,
+                           auto_create=config.auto_create_topics_enable, clock=clock)
+    partitions = PartitionFinder(view, replication)
+    producer_ids = (ZooKeeperProducerIds(zk, config.brokerid) if zk is not None
+                    else FileProducerIds(config.log_dir, config.brokerid))
+    produce = ProduceRequests(partitions, stats, max_batch_bytes=config.kafka_max_batch_bytes,
+                              clock=clock, producer_ids=producer_ids)
+    fetch = FetchRequests(partitions, stats, clock=clock)
+    if zk is not None:
+        offsets = ZooKeeperOffsets(zk)
+    else:
+        offsets = FileOffsets(config.log_dir)
+    coordinator = GroupCoordinator(clock=clock, offsets=offsets, partition_names=view.partition_names,
+                                   is_coordinator=lambda: view.controller_id() == view.broker_id)
+    groups = GroupRequests(topics, coordinator)
+    return ModernBroker(stats, {
+        api_keys.PRODUCE: produce.produce,
+        api_keys.INIT_PRODUCER_ID: produce.init_producer_id,
+        api_keys.FETCH: fetch.fetch,
+        api_keys.LIST_OFFSETS: fetch.list_offsets,
+        api_keys.METADATA: topics.metadata,
+        api_keys.CREATE_TOPICS: topics.create_topics,
+        api_keys.DELETE_TOPICS: topics.delete_topics,
+        api_keys.FIND_COORDINATOR: groups.find_coordinator,
+        api_keys.JOIN_GROUP: groups.join_group,
+        api_keys.SYNC_GROUP: groups.sync_group,
+        api_keys.HEARTBEAT: groups.heartbeat,
+        api_keys.LEAVE_GROUP: groups.leave_group,
+        api_keys.OFFSET_COMMIT: groups.offset_commit,
+        api_keys.OFFSET_FETCH: groups.offset_fetch,
+        api_keys.DESCRIBE_GROUPS: groups.describe_groups,
+        api_keys.LIST_GROUPS: groups.list_groups,
+    })

@@ -1,0 +1,241 @@
+"""Request handling of a Kafka 0.7 broker: from decoded requests to log calls and response pieces.
+
+A response is a list of pieces, ``bytes`` and ``FileRegion``s, that the protocol writes in
+order, streaming the regions from their files; produce requests have none. The reactions to
+bad input are 0.7.2's (spec 2.4): fetches turn errors into error codes; produce and offsets
+requests have no way to carry one, so the broker raises ``CloseConnection`` and the protocol
+closes the socket, except for an oversize message, which 0.7.2 drops silently.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable
+
+from twisted_broker.errors import (
+    InvalidFetchSize, InvalidMessage, InvalidTopic, KafkaError, MessageSizeTooLarge,
+    OffsetOutOfRange, UnknownError, WrongPartition,
+)
+from twisted_broker.server.stats import BrokerStats
+from twisted_broker.storage.log import Log
+from twisted_broker.storage.log_manager import LogManager
+from twisted_broker.storage.segment import FileRegion
+from twisted_broker.codec.kafka07.message_set import validate_message_set
+from twisted_broker.codec.kafka07.replication import (
+    ALL_REQUEST_CLASSES, EPOCH_END_OFFSET, METADATA, PRODUCE_ACK, REPLICA_FETCH, EpochEndOffsetRequest, MetadataRequest,
+    ProduceAckRequest, ReplicaFetchRequest,
+)
+from twisted_broker.codec.kafka07.requests import (
+    FETCH, MULTIFETCH, MULTIPRODUCE, OFFSETS, PRODUCE, REQUEST_CLASSES, FetchRequest, MultiFetchRequest,
+    MultiProduceRequest, OffsetRequest, ProduceRequest, Request,
+)
+from twisted_broker.codec.kafka07.responses import NO_ERROR, encode_offsets_response, encode_response_header
+
+log = logging.getLogger(__name__)
+
+Piece = bytes | FileRegion
+
+
+class CloseConnection(Exception):
+    """The request is refused the 0.7 way: the broker closes the connection without a response."""
+
+
+class Broker:
+    """Serves requests against a LogManager. Reactor thread only."""
+
+    def __init__(self, logs: LogManager, stats: BrokerStats, *, max_message_size: int = 1_000_000,
+                 choose: Callable[[int], int] | None = None, replication=None) -> None:
+        self.logs = logs
+        self.stats = stats
+        self.max_message_size = max_message_size
+        self._choose = choose or random.SystemRandom().randrange
+        self._handlers = {ProduceRequest: (PRODUCE, self._produce),
+                          MultiProduceRequest: (MULTIPRODUCE, self._multiproduce),
+                          FetchRequest: (FETCH, self._fetch),
+                          MultiFetchRequest: (MULTIFETCH, self._multifetch),
+                          OffsetRequest: (OFFSETS, self._offsets)}
+        # server/replication_requests.ReplicationRequests, when this broker replicates.
+        self.replication = replication
+        self.request_classes = REQUEST_CLASSES  # what the protocol decodes: 0.7's, and replication's
+        if replication is not None:
+            self.request_classes = ALL_REQUEST_CLASSES
+            self._handlers.update({
+                ReplicaFetchRequest: (REPLICA_FETCH, replication.replica_fetch),
+                EpochEndOffsetRequest: (EPOCH_END_OFFSET, replication.epoch_end_offset),
+                ProduceAckRequest: (PRODUCE_ACK, lambda request: replication.produce_ack(request, self._append_0_7)),
+                MetadataRequest: (METADATA, replication.metadata)})
+
+    def handle(self, request: Request) -> list[Piece]:
+        """The response pieces for ``request`` (empty for produce), or a Deferred of them for
+        replication's requests that wait. Raises CloseConnection."""
+        request_type, handler = self._handlers[type(request)]
+        return handler(request)
+
+    def request_type(self, request: Request) -> int:
+        return self._handlers[type(request)][0]
+
+    # -- produce -------------------------------------------------------------------------
+
+    def _produce(self, request: ProduceRequest) -> list[Piece]:
+        self._append(request)
+        return []
+
+    def _multiproduce(self, request: MultiProduceRequest) -> list[Piece]:
+        for part in request.produces:  # earlier parts stay appended if a later one fails
+            self._append(part)
+        return []
+
+    def _append(self, request: ProduceRequest) -> None:
+        topic = request.topic
+        if self.replication is not None and self.replication.cluster.is_replicated(topic):
+            self._append_replicated(request)
+            return
+        try:
+            partition = request.partition
+            if partition == -1:
+                partition = self._choose(self.logs.partitions_for(topic))
+            log_ = self.logs.get_or_create_log(topic, partition)  # even if the set is invalid, as 0.7
+            messages = validate_message_set(request.messages, max_message_size=self.max_message_size)
+            log_.append(messages)
+        except MessageSizeTooLarge as exc:
+            log.warning("dropped produce to %s-%s: %s", topic, request.partition, exc)
+            self._failed_produce(topic)
+            return
+        except (InvalidTopic, WrongPartition, InvalidMessage) as exc:
+            self._failed_produce(topic)
+            raise CloseConnection(f"produce to {topic!r} partition {request.partition}: {exc}") from exc
+        except OSError as exc:  # LogWriteError, or the log directory could not be created
+            # The producer has no other way to learn that its messages were not stored.
+            self._failed_produce(topic)
+            log.error("append to %s-%s failed: %s", topic, partition, exc)
+            raise CloseConnection(f"produce to {topic}-{partition}: disk error") from exc
+        for stats in (self.stats.topic(topic), self.stats.all_topics):
+            stats.messages_in += messages.message_count
+            stats.bytes_in += len(messages)
+        self.stats.appended(topic, partition, messages.message_count)
+
+    def _append_0_7(self, request: ProduceRequest) -> int:
+        """A ProduceAck part for a 0.7 topic: appended as 0.7 does; returns its offset.
+        Raises KafkaError (InvalidMessage, WrongPartition, ...) or OSError."""
+        partition = request.partition
+        if partition == -1:
+            partition = self._choose(self.logs.partitions_for(request.topic))
+        messages = validate_message_set(request.messages, max_message_size=self.max_message_size)
+        offset = self.logs.get_or_create_log(request.topic, partition).append(messages)
+        for stats in (self.stats.topic(request.topic), self.stats.all_topics):
+            stats.messages_in += messages.message_count
+            stats.bytes_in += len(messages)
+        return offset
+
+    def _append_replicated(self, request: ProduceRequest) -> None:
+        """A 0.7 produce to a replicated topic (docs/replication.md §7): only its leader
+        takes it, with enough in-sync replicas; refused the 0.7 way otherwise."""
+        topic = request.topic
+        try:
+            replica = self.replication.leader_for_0_7_produce(topic, request.partition)
+            self.replication.append(replica, request.messages)
+        except MessageSizeTooLarge as exc:
+            log.warning("dropped produce to %s-%s: %s", topic, request.partition, exc)
+            self._failed_produce(topic)
+        except KafkaError as exc:
+            self._failed_produce(topic)
+            raise CloseConnection(f"produce to {topic!r} partition {request.partition}: {exc}") from exc
+        except OSError as exc:
+            self._failed_produce(topic)
+            log.error("append to %s-%s failed: %s", topic, request.partition, exc)
+            raise CloseConnection(f"produce to {topic}-{request.partition}: disk error") from exc
+
+    def _log_for_read(self, topic: str, partition: int) -> Log | None:
+        """The log a 0.7 fetch or offsets request reads: a replica's (up to its high
+        watermark) for a replicated topic. Raises InvalidTopic or WrongPartition."""
+        if self.replication is not None and self.replication.cluster.is_replicated(topic):
+            return self.replication.manager.replica(topic, partition).log
+        return self.logs.get_log(topic, partition)
+
+    def _failed_produce(self, topic: str) -> None:
+        self.stats.all_topics.failed_produce_requests += 1
+        if self.logs.has_topic(topic):
+            self.stats.topic(topic).failed_produce_requests += 1
+
+    # -- fetch ---------------------------------------------------------------------------
+
+    def _fetch(self, request: FetchRequest) -> list[Piece]:
+        error, region = self._read(request)
+        length = region.length if region is not None else 0
+        header = encode_response_header(error, length)
+        return [header, region] if region is not None else [header]
+
+    def _multifetch(self, request: MultiFetchRequest) -> list[Piece]:
+        parts: list[Piece] = []
+        total = 0
+        for fetch in request.fetches:
+            error, region = self._read(fetch)
+            length = region.length if region is not None else 0
+            parts.append(encode_response_header(error, length))
+            if region is not None:
+                parts.append(region)
+            total += 6 + length
+        return [encode_response_header(NO_ERROR, total), *parts]  # the outer error is always 0
+
+    def caught_up_logs(self, request: Request) -> list[Log] | None:
+        """The logs a fetch may wait on: those of every partition it asks for, when each
+        exists and is asked at its flushed end (nothing new to send). None when anything is
+        due at once: data, an error, a partition with no log yet, or not a fetch."""
+        if isinstance(request, FetchRequest):
+            fetches: tuple[FetchRequest, ...] | list[FetchRequest] = (request,)
+        elif isinstance(request, MultiFetchRequest):
+            fetches = request.fetches
+        else:
+            return None
+        logs = []
+        for fetch in fetches:
+            try:
+                log_ = self._log_for_read(fetch.topic, fetch.partition)
+            except (InvalidTopic, WrongPartition):
+                return None
+            if log_ is None or fetch.max_size <= 0 or fetch.offset != log_.end_offset:
+                return None
+            logs.append(log_)
+        return logs or None
+
+    def _read(self, request: FetchRequest) -> tuple[int, FileRegion | None]:
+        """(error code, region or None) for one fetch; 0.7 answers every problem with a code."""
+        try:
+            if request.max_size < 0:
+                raise InvalidFetchSize(f"negative fetch size {request.max_size}")
+            log_ = self._log_for_read(request.topic, request.partition)
+            region = log_.read(request.offset, request.max_size) if log_ is not None else None
+        except (OffsetOutOfRange, WrongPartition, InvalidFetchSize, InvalidMessage) as exc:
+            # InvalidMessage: the message at the offset is damaged on disk (logged once where found).
+            self._failed_fetch(request.topic)
+            return exc.code, None
+        except (InvalidTopic, OSError) as exc:
+            if isinstance(exc, OSError):
+                log.error("fetch from %s-%s failed: %s", request.topic, request.partition, exc)
+            self._failed_fetch(request.topic)
+            return UnknownError.code, None
+        if region is not None:
+            self.stats.record_fetched(request.topic, region.length)
+        return NO_ERROR, region
+
+    def _failed_fetch(self, topic: str) -> None:
+        self.stats.all_topics.failed_fetch_requests += 1
+        if self.logs.has_topic(topic):
+            self.stats.topic(topic).failed_fetch_requests += 1
+
+    # -- offsets -------------------------------------------------------------------------
+
+    def _offsets(self, request: OffsetRequest) -> list[Piece]:
+        try:
+            if request.max_offsets < 0:
+                raise ValueError(f"negative maximum number of offsets {request.max_offsets}")
+            log_ = self._log_for_read(request.topic, request.partition)
+        except (InvalidTopic, WrongPartition, ValueError) as exc:
+            raise CloseConnection(f"offsets of {request.topic!r} partition {request.partition}: {exc}") from exc
+        if log_ is None:  # 0.7: a partition with no log yet has offset 0 and nothing before it
+            offsets = [0] if request.time in (-1, -2) else []
+        else:
+            offsets = log_.offsets_before(request.time, request.max_offsets)
+        return [encode_offsets_response(offsets)]
+
