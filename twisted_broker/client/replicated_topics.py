@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from twisted_broker.client.connection import BrokerConnection
 from twisted_broker.client.errors import LeaderNotAvailable, UnexpectedResponse
 from twisted_broker.errors import KafkaError, UnknownError, WrongPartition
-from twisted_broker.replication.errors import (
+from twisted_broker.codec.kafka07.replication_errors import (
     NotEnoughReplicas, NotEnoughReplicasAfterAppend, NotLeaderForPartition, RequestTimedOut,
 )
 from twisted_broker.codec.kafka07.replication import (

@@ -22,7 +22,7 @@ from twisted.internet.task import deferLater
 from twisted_broker.client.twisted_client import connect_client
 from twisted_broker.errors import InvalidMessage, OffsetOutOfRange
 from twisted_broker.replication.epochs import first_question, follower_truncation
-from twisted_broker.replication.errors import FencedLeaderEpoch, NotLeaderForPartition, UnknownLeaderEpoch
+from twisted_broker.codec.kafka07.replication_errors import FencedLeaderEpoch, NotLeaderForPartition, UnknownLeaderEpoch
 from twisted_broker.replication.replica import Replica, Role
 from twisted_broker.replication.replica_manager import ReplicaManager
 from twisted_broker.storage.log import EARLIEST_TIME

@@ -27,7 +27,7 @@ from twisted_broker.registry.zookeeper import BadVersionError, CONNECTED, NoNode
 from twisted_broker.registry import replication_paths as paths
 from twisted_broker.replication.cluster_state import ClusterState, Subscriber
 from twisted_broker.replication.epochs import UNDEFINED_EPOCH, UNDEFINED_OFFSET
-from twisted_broker.replication.errors import (
+from twisted_broker.codec.kafka07.replication_errors import (
     FencedLeaderEpoch, NotAReplica, NotEnoughReplicas, NotLeaderForPartition, UnknownLeaderEpoch,
 )
 from twisted_broker.replication.leader import Decision
