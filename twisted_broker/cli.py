@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from typing import NoReturn
 
 from twisted_broker import __version__
-from twisted_broker.client.errors import ProducerError, UnexpectedResponse
+from twisted_broker.client.errors import ProducerError
 from twisted_broker.config import ConfigError
-from twisted_broker.errors import KafkaError
+from twisted_broker.errors import KafkaError, UnexpectedResponse
 from twisted_broker.tools import (
     consume, dump_log, groups, mirror, offsets, produce, replication_admin, topics, zk_default,
 )

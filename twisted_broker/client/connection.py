@@ -45,9 +45,9 @@ import ssl
 import time
 from collections.abc import Callable
 
-from twisted_broker.client.errors import UnexpectedResponse
 from twisted_broker.codec.kafka07.primitives import INT32
 from twisted_broker.codec.kafka07.responses import decode_error_and_body
+from twisted_broker.errors import UnexpectedResponse
 
 log = logging.getLogger(__name__)
 

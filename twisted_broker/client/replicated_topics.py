@@ -33,8 +33,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from twisted_broker.client.connection import BrokerConnection
-from twisted_broker.client.errors import LeaderNotAvailable, UnexpectedResponse
-from twisted_broker.errors import KafkaError, UnknownError, WrongPartition
+from twisted_broker.client.errors import LeaderNotAvailable
+from twisted_broker.errors import KafkaError, UnexpectedResponse, UnknownError, WrongPartition
 from twisted_broker.codec.kafka07.replication_errors import (
     NotEnoughReplicas, NotEnoughReplicasAfterAppend, NotLeaderForPartition, RequestTimedOut,
 )

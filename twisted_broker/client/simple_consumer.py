@@ -14,12 +14,13 @@ import threading
 from collections.abc import Sequence
 
 from twisted_broker.client.connection import BrokerConnection
-from twisted_broker.client.errors import UnexpectedResponse, error_for_code
+from twisted_broker.client.errors import error_for_code
 from twisted_broker.client.fetched_message_set import FetchedMessageSet, decode_multifetch_response
 from twisted_broker.client.replicated_topics import request_metadata
 from twisted_broker.codec.kafka07.replication import Metadata
 from twisted_broker.codec.kafka07.requests import FetchRequest, MultiFetchRequest, OffsetRequest, encode_request
 from twisted_broker.codec.kafka07.responses import NO_ERROR, decode_offsets
+from twisted_broker.errors import UnexpectedResponse
 
 # Offsets request times (0.7's OffsetRequest.LatestTime / EarliestTime).
 LATEST_TIME = -1

@@ -19,7 +19,7 @@ import random
 from twisted.internet.defer import inlineCallbacks
 from twisted.internet.task import deferLater
 
-from twisted_broker.client.twisted_client import connect_client
+from twisted_broker.network.kafka07_client import connect_client
 from twisted_broker.errors import InvalidMessage, OffsetOutOfRange
 from twisted_broker.replication.epochs import first_question, follower_truncation
 from twisted_broker.codec.kafka07.replication_errors import FencedLeaderEpoch, NotLeaderForPartition, UnknownLeaderEpoch

@@ -10,12 +10,12 @@ from twisted.internet.error import ConnectionDone
 from twisted.internet.testing import StringTransport
 from twisted.python.failure import Failure
 
-from twisted_broker.client.errors import UnexpectedResponse
 from twisted_broker.client.fetched_message_set import FetchedMessageSet
-from twisted_broker.client.twisted_client import KafkaClientProtocol, TwistedProducer, TwistedSimpleConsumer
-from twisted_broker.errors import MessageSizeTooLarge, OffsetOutOfRange
+from twisted_broker.client.twisted_client import TwistedProducer, TwistedSimpleConsumer
+from twisted_broker.errors import MessageSizeTooLarge, OffsetOutOfRange, UnexpectedResponse
 from twisted_broker.codec.kafka07.message_set import encode_message_set
 from twisted_broker.codec.kafka07.requests import FetchRequest, OffsetRequest, ProduceRequest, encode_request
+from twisted_broker.network.kafka07_client import KafkaClientProtocol
 
 MESSAGES = encode_message_set([b"hello"])
 FETCH_RESPONSE = struct.pack(">ih", 2 + len(MESSAGES), 0) + MESSAGES
