@@ -1,6 +1,6 @@
 """The twisted-broker command line: the parser and the table of subcommands.
 
-Each subcommand (INTERFACES.md: produce, consume, offsets, topics, groups, reset-offsets,
+Each subcommand (README.md, "Command line": produce, consume, offsets, topics, groups, reset-offsets,
 dump-log, mirror, etl, preferred-leader-election, reassign-partitions) is one row of
 ``SUBCOMMANDS``, added by the issue that writes it.
 A row's functions live in the module that does the work (twisted_broker/tools/); that module

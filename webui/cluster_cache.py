@@ -3,7 +3,7 @@
 ``ClusterCache`` reads a ZkMirror of spec 5.2's paths (``/brokers/ids``, ``/brokers/topics``,
 ``/consumers``) and replication's (``/replication/controller``, ``/replication/topics/<t>`` and
 each partition's ``state``, docs/replication.md §2), kept current by watches, and turns node
-names and values into plain values with registry/paths.py and replication/paths.py. Derived values are cached until the mirror changes, so a page view
+names and values into plain values with registry/paths.py and registry/replication_paths.py. Derived values are cached until the mirror changes, so a page view
 costs dictionary lookups, never a ZooKeeper read. A value that does not parse (a tool wrote
 garbage) is shown as such, not dropped, so the console can point at it.
 

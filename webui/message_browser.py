@@ -11,7 +11,7 @@ Reading backward (the newest messages, or the page before one) has no help from 
 indexes message boundaries. The end offset ``E`` is a boundary (the log's end, or the first
 offset of a page shown before), so we fetch the ``window`` bytes before it and look for the
 smallest position ``p`` in them from which a chain of complete entries, each with a matching
-CRC, ends exactly at ``E`` (``wire.message_search``). Bytes in the middle of a payload almost
+CRC, ends exactly at ``E`` (``codec.kafka07.message_search``). Bytes in the middle of a payload almost
 never pass a CRC, let alone a chain of them landing on ``E``. Too few messages found widens
 the window (x4) up to ``MAX_WINDOW_BYTES``; the log's earliest offset and its segment starts
 bound it exactly. A corrupt message (bad CRC) breaks every chain through it: the page then

@@ -9,7 +9,7 @@ end by the last entry's size less its record count, so it would show a caught-up
 as lagging. Members live only in the coordinator's memory: FindCoordinator, then
 DescribeGroups there, with the "consumer" protocol's assignments decoded.
 
-Requests are kafka_wire's codecs on plain sockets, one at a time per connection, one
+Requests are codec/kafka's codecs on plain sockets, one at a time per connection, one
 connection per broker kept until ``close``. A broker that is down or answers with an error
 leaves its partitions' ends unknown (None); nothing here retries.
 """

@@ -8,7 +8,7 @@ valid or not), and a compressed wrapper is followed by its inner messages, inden
 numbered (they share the wrapper's offset, spec 3.5).
 
 A record batch produced on the modern listener is stored as one gzip wrapper that carries the
-batch in its gzip headers (docs/kafka-protocol.md §3; kafka_wire/stored_batch.py recognises
+batch in its gzip headers (docs/kafka-protocol.md §3; storage/stored_batch.py recognises
 it). Its 0.7 line is followed by a ``batch:`` line (base offset, record count, producer id,
 epoch and base sequence, compression, leader epoch, CRC32C check) and one ``record:`` line per
 record with its modern offset (base offset + delta) and timestamp; ``--payloads`` adds each
