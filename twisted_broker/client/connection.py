@@ -51,6 +51,7 @@ from twisted_broker.errors import UnexpectedResponse
 
 log = logging.getLogger(__name__)
 
+Address = tuple[str, int]  # (host, port) of a broker
 INITIAL_BUFFER_BYTES = 64 * 1024
 KEEP_BUFFER_BYTES = 16 * 1024 * 1024  # a bigger response gets a one-off buffer
 _MAX_CONNECT_PAUSE_S = 1.0

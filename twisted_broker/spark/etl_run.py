@@ -64,7 +64,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from twisted_broker.spark import checkpoint as ckpt
 from twisted_broker.spark.checkpoint import Checkpoint, CheckpointError, CheckpointStore
-from twisted_broker.spark.options import DEFAULT_FAILOVER_TIMEOUT_MS, DEFAULT_FETCH_BYTES, DEFAULT_SPLIT_BYTES
+from twisted_broker.spark.options import DEFAULT_FAILOVER_TIMEOUT_MS, DEFAULT_SPARK_FETCH_BYTES, DEFAULT_SPLIT_BYTES
 from twisted_broker.client.cluster import ConsumerPool, partition_name
 from twisted_broker.client.consumer_stream import split_partition_name
 from twisted_broker.client.errors import ReplicasUnavailable
@@ -137,7 +137,7 @@ class EtlRun:
     on_gap: str = "fail"
     start: str = "earliest"
     load_date: str | None = None
-    fetch_bytes: int = DEFAULT_FETCH_BYTES
+    fetch_bytes: int = DEFAULT_SPARK_FETCH_BYTES
     split_bytes: int = DEFAULT_SPLIT_BYTES
     failover_timeout_ms: int = DEFAULT_FAILOVER_TIMEOUT_MS  # the data source's failover.timeout.ms
     decoder: str | None = None

@@ -72,7 +72,7 @@ from twisted_broker.client.replicated_topics import (
 from twisted_broker.client.simple_consumer import LATEST_TIME, SimpleConsumer
 from twisted_broker.errors import WrongPartition
 from twisted_broker.spark.options import (
-    EARLIEST, EARLIEST_IN_JSON, LATEST, LATEST_IN_JSON, OffsetSpec, ReadOptions,
+    EARLIEST_SPEC, EARLIEST_IN_JSON, LATEST_SPEC, LATEST_IN_JSON, OffsetSpec, ReadOptions,
 )
 from twisted_broker.spark.splits import SPLIT_PROBE_BYTES, OffsetRange, PlannedPartition, split_range
 
@@ -222,9 +222,9 @@ def _given_offset(spec: OffsetSpec, name: str) -> int:
 
 def resolve_offset(spec: OffsetSpec, name: str, offsets: PartitionOffsets, *, default: int) -> int:
     """The offset ``spec`` names for partition ``name`` (``default`` when a JSON omits it)."""
-    if spec == EARLIEST:
+    if spec == EARLIEST_SPEC:
         return offsets.earliest
-    if spec == LATEST:
+    if spec == LATEST_SPEC:
         return offsets.latest
     offset = spec.get(name, default)
     return {EARLIEST_IN_JSON: offsets.earliest, LATEST_IN_JSON: offsets.latest}.get(offset, offset)

@@ -43,14 +43,14 @@ from twisted_broker.codec.kafka07.message import Message
 from twisted_broker.codec.kafka07.message_set import expand_wrapper, iter_entries
 
 HELP = "print the messages of segment files with offsets and CRC checks (DumpLogSegments)"
-PAYLOAD_PREVIEW_BYTES = 1024  # of each payload printed with --payloads
+DUMP_PAYLOAD_BYTES = 1024  # of each payload printed with --payloads
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("files", nargs="+", metavar="FILE", help="segment files (<offset>.kafka)")
     parser.add_argument("--payloads", action="store_true",
                         help=f"also print each payload, and each stored record's key, headers and value "
-                             f"(escaped, at most {PAYLOAD_PREVIEW_BYTES} bytes each)")
+                             f"(escaped, at most {DUMP_PAYLOAD_BYTES} bytes each)")
 
 
 @dataclass
@@ -72,7 +72,7 @@ def describe(message: Message) -> str:
             f"crc: {message.crc:#010x} valid: {'true' if message.is_valid() else 'false'}")
 
 
-def escape_payload(payload: bytes | memoryview, limit: int = PAYLOAD_PREVIEW_BYTES) -> str:
+def escape_payload(payload: bytes | memoryview, limit: int = DUMP_PAYLOAD_BYTES) -> str:
     """The payload as printable ASCII on one line (Python's bytes escapes), cut at ``limit``."""
     text = repr(bytes(payload[:limit]))[2:-1]
     return text + f"... ({len(payload)} bytes)" if len(payload) > limit else text
