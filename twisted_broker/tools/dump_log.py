@@ -34,7 +34,7 @@ from typing import TextIO
 
 from twisted_broker.errors import InvalidMessage
 from twisted_broker.codec.kafka.record_batch import CorruptBatch, Record, decode_batch
-from twisted_broker.codec.kafka.record_compression import CODEC_NAMES, UnsupportedCompression
+from twisted_broker.codec.kafka.record_compression import RECORD_CODEC_NAMES, UnsupportedCompression
 from twisted_broker.storage.stored_batch import StoredBatchError, is_stored_batch, stored_pieces
 from twisted_broker.storage.segment import parse_segment_file_name
 from twisted_broker.tools.errors import CommandError
@@ -140,7 +140,7 @@ def _dump_batch(entry: memoryview, offset: int, out: TextIO, payloads: bool, res
         return 1
     out.write(f"  batch: base offset: {header.base_offset} records: {header.records_count} "
               f"producer id: {header.producer_id} epoch: {header.producer_epoch} "
-              f"sequence: {header.base_sequence} compression: {CODEC_NAMES[header.compression]} "
+              f"sequence: {header.base_sequence} compression: {RECORD_CODEC_NAMES[header.compression]} "
               f"leader epoch: {header.partition_leader_epoch} crc32c: valid\n")
     for index, record in enumerate(records, 1):
         out.write(f"  record: {index}/{len(records)} offset: {record.offset} timestamp: {record.timestamp}\n")
