@@ -36,8 +36,8 @@ and the broker while each clock runs, and prints their hottest frames.
 
 ``python -m bench paper`` (make bench), or ``python -m bench.paper --n 20000`` for options.
 
-(Over 400 lines on purpose: a round's tests are closures over one Run's servers, workers and
-figures; split apart, each would take all of that as arguments.)
+A round's tests, in order, are in bench/paper_round.py; this module holds the run (servers,
+workers, rounds, figures) and its outputs.
 """
 
 from __future__ import annotations
@@ -58,17 +58,16 @@ import threading
 import time
 from pathlib import Path
 
+from bench.paper_round import play_round
 from bench.peers import SYSTEMS, load
-from bench.peers.harness import BATCH, LATENCY_RATE, MESSAGE_BYTES, Worker, disk_usage, peer_worker, \
-    settled_disk_usage
-from bench.peers.report import TB, TB_RF3, chart, markdown, print_report, summarize_profile, targets
+from bench.peers.harness import BATCH, LATENCY_RATE, MESSAGE_BYTES, Worker, peer_worker
+from bench.peers.report import TB, chart, markdown, print_report, summarize_profile, targets
 
 DEFAULT_N = 200_000
 DEFAULT_ROUNDS = 3
 DEFAULT_LATENCY_S = 5.0
 RESULTS = Path(__file__).with_name("results")
 LOADGEN = str(Path(__file__).with_name("loadgen.py"))
-FETCH_REPEATS = 5  # broker and raw sendfile alternate this often per round
 PROFILE_N = 1_000_000  # messages per test of the --profile round (at least; b1 a fifth)
 
 
@@ -208,155 +207,8 @@ class Run:
                 sampler.stop()
             self.release(worker)
 
-    # -- one round of one system -----------------------------------------------------------------
-
     def round(self, key: str, number: int, profile: str | None = None) -> None:
-        peer, server, raw, n = self.peers[key], self.servers[key], self.raw[key], self.n
-
-        def record(name: str, value: float) -> None:
-            raw[name].append(value)
-
-        def attempt(what: str, action) -> None:
-            if what in peer.skip:
-                return
-            try:
-                action()
-            except KeyboardInterrupt:
-                raise
-            except Exception as exc:  # noqa: BLE001 - one failed test must not stop the run
-                message = f"round {number}, {what}: {type(exc).__name__}: {str(exc).strip()[:1500]}"
-                self.notes[key].append(message)
-                print(f"    {key}: FAILED {message}", flush=True)
-
-        def produce(batch: int, **options) -> None:
-            suffix = "".join(f"_{name}{value}" for name, value in options.items())  # "_acks1"
-            dest = f"b{batch}{suffix.replace('_', '-')}-{number}"
-            peer.create(server, dest)
-            before = disk_usage(server.data_dir)
-            count = n // 5 if profile is not None and batch == 1 else n  # the profile's b1 would take long
-            result = self.timed(key, "produce", profiled(f"produce_b{batch}"), dest=dest, n=count, batch=batch,
-                                **options)
-            record(f"produce_b{batch}{suffix}", count / result["seconds"])
-            record(f"produce_b{batch}{suffix}_sent", count / result["sent_s"])
-            if options:
-                return
-            if batch == BATCH:
-                allocated, apparent = settled_disk_usage(server.data_dir)
-                record("bytes_per_msg", (apparent - before[1]) / n)
-                record("bytes_per_msg_allocated", (allocated - before[0]) / n)
-            elif key != TB:
-                peer.delete(server, dest)
-
-        def consume() -> None:
-            result = self.timed(key, "consume", profiled("consume"), dest=f"b{BATCH}-{number}", n=n)
-            if result.get("payload_bytes", n * MESSAGE_BYTES) != n * MESSAGE_BYTES:
-                raise RuntimeError(f"{result['payload_bytes']} payload bytes received, expected {n * MESSAGE_BYTES}")
-            record("consume", n / result["seconds"])
-
-        def gzip() -> None:
-            dest = f"gzip-{number}"
-            before = disk_usage(server.data_dir)
-            result = self.timed(key, "produce", dest=dest, n=n, batch=BATCH, codec="gzip")
-            allocated, apparent = settled_disk_usage(server.data_dir)
-            record("produce_gzip_b50", n / result["seconds"])
-            record("bytes_per_msg_gzip", (apparent - before[1]) / n)
-            record("bytes_per_msg_gzip_allocated", (allocated - before[0]) / n)
-
-        def async_producer() -> None:
-            result = self.timed(key, "produce_async", dest=f"async-{number}", n=n)
-            record("produce_async", n / result["seconds"])
-
-        def high_level() -> None:
-            if server.zookeeper is None:
-                return
-            result = self.timed(key, "consume_hl", dest=f"b{BATCH}-{number}", n=n)
-            if result["payload_bytes"] != n * MESSAGE_BYTES:
-                raise RuntimeError(f"{result['payload_bytes']} payload bytes received, expected {n * MESSAGE_BYTES}")
-            record("consume_hl", n / result["seconds"])
-            record("consume_hl_subscribe_ms", result["subscribe_s"] * 1000)
-
-        def fetch() -> None:
-            self.fetch_vs_sendfile(server, f"b{BATCH}-{number}")
-
-        def latency() -> None:
-            dest = f"lat-{number}"
-            peer.create(server, dest)
-            consumer = self.worker(key, "latency_consume", dest=dest, n=self.latency_messages)
-            producer = None
-            try:
-                consumer.expect_ready()
-                consumer.go()
-                producer = self.worker(key, "latency_produce", dest=dest, n=self.latency_messages, rate=LATENCY_RATE)
-                producer.expect_ready()
-                producer.go()
-                sent = producer.result()
-                received = consumer.result(120)
-            finally:
-                self.release(*(w for w in (consumer, producer) if w is not None))
-            record("p50_ms", received["p50_ms"])
-            record("p99_ms", received["p99_ms"])
-            record("max_ms", received["max_ms"])
-            record("latency_rate", self.latency_messages / sent["seconds"])
-            if key != TB:
-                peer.delete(server, dest)
-
-        def fsync_floor() -> None:
-            floor = self.loadgen("fsync-floor", "--dir", os.path.dirname(server.data_dir), "--rate", LATENCY_RATE,
-                                 "--seconds", self.latency_messages / LATENCY_RATE)
-            try:
-                result = floor.result()
-            finally:
-                self.release(floor)
-            record("fsync_floor_p50_ms", result["p50_ms"])
-            record("fsync_floor_p99_ms", result["p99_ms"])
-
-        def profiled(name: str) -> str | None:
-            return None if profile is None else os.path.join(profile, name)
-
-        attempt("produce b1", lambda: produce(1))
-        attempt("produce b50", lambda: produce(BATCH))
-        attempt("consume", consume)
-        if profile is not None:
-            return
-        if key == TB_RF3:
-            attempt("produce b50 acks=1", lambda: produce(BATCH, acks=1))
-        if key == TB:
-            attempt("gzip", gzip)
-            attempt("async producer", async_producer)
-            attempt("high-level consumer", high_level)
-            attempt("fetch vs sendfile", fetch)
-        else:
-            attempt("delete", lambda: peer.delete(server, f"b{BATCH}-{number}"))
-        attempt("latency", latency)
-        if key == TB:
-            attempt("fsync floor", fsync_floor)
-
-    def fetch_vs_sendfile(self, server, topic: str) -> None:
-        """Fetch the topic whole with bench/loadgen.py's client, from the broker and from a raw
-        sendfile server over the same segment files, alternating FETCH_REPEATS times."""
-        files = server.segment_files(topic)
-        end = sum(os.path.getsize(path) for path in files)
-        raw_server = self.loadgen("serve-sendfile", "--send-buffer", 1 << 20,
-                                  *(arg for path in files for arg in ("--file", path)))
-        clients = []
-        try:
-            raw_port = int(raw_server.line(30))
-            clients = [self.loadgen("raw-fetch", "--port", raw_port, "--max-size", 1 << 20),
-                       self.loadgen("fetch", "--port", server.port, "--topic", topic, "--max-size", 1 << 20,
-                                    "--entry-bytes", 4 + 6 + MESSAGE_BYTES)]
-            for client in clients:
-                client.expect_ready()
-            spent = {"sendfile_MBps": [], "fetch_MBps": []}
-            for _ in range(FETCH_REPEATS):
-                for name, client in zip(spent, clients):
-                    client.send(f"0 {end}")
-                    spent[name].append(client.result()["elapsed_s"])
-            for name, seconds in spent.items():
-                self.raw[TB][name].append(end / statistics.median(seconds) / 1e6)
-        finally:
-            raw_server.stop(0)
-            self.release(*clients)
-            self.workers.remove(raw_server)
+        play_round(self, key, number, profile)
 
     # -- results -----------------------------------------------------------------------------------
 

@@ -110,7 +110,7 @@ def _loader(spark, port: int, output: Path, crc: str) -> tuple[int, float]:
      .write.options(**PARQUET_WRITE_OPTIONS).parquet(str(output)))
     seconds = time.perf_counter() - started
     written = spark.read.parquet(str(output))
-    assert written.columns == list(COLUMNS), written.columns  # every column of INTERFACES.md
+    assert written.columns == list(COLUMNS), written.columns  # every column README.md's Spark section lists
     return written.count(), seconds
 
 

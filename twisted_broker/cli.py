@@ -1,6 +1,6 @@
 """The twisted-broker command line: the parser and the table of subcommands.
 
-Each subcommand (INTERFACES.md: produce, consume, offsets, topics, groups, reset-offsets,
+Each subcommand (README.md, "Command line": produce, consume, offsets, topics, groups, reset-offsets,
 dump-log, mirror, etl, preferred-leader-election, reassign-partitions) is one row of
 ``SUBCOMMANDS``, added by the issue that writes it.
 A row's functions live in the module that does the work (twisted_broker/tools/); that module
@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from typing import NoReturn
 
 from twisted_broker import __version__
-from twisted_broker.client.errors import ProducerError, UnexpectedResponse
+from twisted_broker.client.errors import ProducerError
 from twisted_broker.config import ConfigError
-from twisted_broker.errors import KafkaError
+from twisted_broker.errors import KafkaError, UnexpectedResponse
 from twisted_broker.tools import (
     consume, dump_log, groups, mirror, offsets, produce, replication_admin, topics, zk_default,
 )

@@ -40,7 +40,7 @@ ZOOKEEPER_CONFIG = Path("etc/zookeeper.cfg")
 SERVER_CONFIG = Path("etc/server.properties")
 BROKER_STOP_TIMEOUT_S = 15.0
 MAX_BROKERS = 9  # broker 9's ports end at 9992/9993; its console at 8089
-PORT_STEP = 100  # between brokers' wire and debug ports (INTERFACES.md)
+PORT_STEP = 100  # between brokers' wire and debug ports (README.md's three-broker table)
 CONSOLE_PORT = 8080
 DEBUG_PORT = 9093
 
@@ -77,7 +77,7 @@ def broker_command(plan: BrokerPlan | None = None) -> list[str]:
         ("--broker-id", plan.broker_id), ("--port", plan.port), ("--log-dir", plan.log_dir),
         ("--kafka-endpoint", kafka)) if value]
     # The console and debug ports are off by default in twistd (tests start many brokers);
-    # the single-machine cluster has them on their INTERFACES.md ports, on loopback.
+    # the single-machine cluster has them on their README.md ports, on loopback.
     return [str(twistd) if twistd.exists() else "twistd", "-n", "--pidfile=", "--logfile=-",
             "broker", "--config", str(SERVER_CONFIG), *(str(part) for pair in overrides for part in pair),
             "--webui", f"tcp:{plan.console_port}:interface=127.0.0.1",

@@ -102,6 +102,13 @@ class Truncated(ValueError):
         self.position = position
 
 
+class UnexpectedResponse(ValueError):
+    """A broker's response does not fit its request (bad size, wrong count, stray bytes).
+
+    The connection is closed when this is raised: the stream is out of step.
+    """
+
+
 class InvalidTopic(ValueError):
     """A topic name that is empty, too long, or could escape the log directory."""
 

@@ -27,11 +27,10 @@ from twisted.internet.defer import Deferred, FirstError, ensureDeferred, gatherR
 
 from twisted_broker.client.fetched_message_set import FetchedMessageSet
 from twisted_broker.client.twisted_client import TwistedSimpleConsumer
-from twisted_broker.codec.kafka07.requests import FetchRequest
+from twisted_broker.codec.kafka07.requests import EARLIEST_TIME, LATEST_TIME, FetchRequest
 
 log = logging.getLogger(__name__)
 
-EARLIEST_TIME, LATEST_TIME = -2, -1
 T = TypeVar("T")
 
 

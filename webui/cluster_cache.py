@@ -3,7 +3,7 @@
 ``ClusterCache`` reads a ZkMirror of spec 5.2's paths (``/brokers/ids``, ``/brokers/topics``,
 ``/consumers``) and replication's (``/replication/controller``, ``/replication/topics/<t>`` and
 each partition's ``state``, docs/replication.md §2), kept current by watches, and turns node
-names and values into plain values with registry/paths.py and replication/paths.py. Derived values are cached until the mirror changes, so a page view
+names and values into plain values with registry/paths.py and registry/replication_paths.py. Derived values are cached until the mirror changes, so a page view
 costs dictionary lookups, never a ZooKeeper read. A value that does not parse (a tool wrote
 garbage) is shown as such, not dropped, so the console can point at it.
 
@@ -74,7 +74,7 @@ class GroupState:
 
 
 @dataclass(frozen=True)
-class ReplicatedTopic:
+class ReplicatedTopicEntry:
     """A replicated topic as ZooKeeper holds it: the assignment (None with ``error`` when it
     does not parse) and each partition's state (None: not written yet, or unreadable)."""
 
@@ -195,18 +195,18 @@ class ClusterCache:
         """Every replicated topic (under /replication/topics), sorted."""
         return self._cached("replicated", lambda: self._names(replication_paths.TOPICS))
 
-    def replicated_topic(self, topic: str) -> ReplicatedTopic | None:
+    def replicated_topic(self, topic: str) -> ReplicatedTopicEntry | None:
         """The topic's assignment and partition states; None if it is not a replicated topic."""
         return self._cached_child(replication_paths.TOPICS, topic, "replicated", self._replicated_topic)
 
-    def _replicated_topic(self, topic: str) -> ReplicatedTopic:
+    def _replicated_topic(self, topic: str) -> ReplicatedTopicEntry:
         node = self.mirror.data.get(replication_paths.topic_path(topic))
         try:
             if node is None:
                 raise ValueError("its assignment is not read yet")
             assignment = TopicAssignment.decode(node.value)
         except ValueError as exc:
-            return ReplicatedTopic(topic, None, error=str(exc))
+            return ReplicatedTopicEntry(topic, None, error=str(exc))
         states: dict[int, PartitionState | None] = {}
         for partition in assignment.replicas:
             state = self.mirror.data.get(replication_paths.state_path(topic, partition))
@@ -215,7 +215,7 @@ class ClusterCache:
             except ValueError as exc:
                 log.debug("%s-%d: %s", topic, partition, exc)
                 states[partition] = None
-        return ReplicatedTopic(topic, assignment, states)
+        return ReplicatedTopicEntry(topic, assignment, states)
 
     def modern_listeners(self) -> list[tuple[str, int]]:
         """``(host, port)`` of every live broker's modern listener (docs/kafka-protocol.md §4)."""
@@ -374,7 +374,7 @@ class LocalCluster:
     def replicated_topics(self) -> list[str]:
         return []
 
-    def replicated_topic(self, topic: str) -> ReplicatedTopic | None:
+    def replicated_topic(self, topic: str) -> ReplicatedTopicEntry | None:
         return None
 
     def modern_listeners(self) -> list[tuple[str, int]]:

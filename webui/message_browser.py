@@ -5,13 +5,13 @@ How this works
 Offsets are byte positions (spec 3.5), so reading forward from a message boundary is easy:
 fetch from it, take the complete entries, fetch again from the offset after the last one (a
 fetch never spans two segments, so a page may take several). A first entry larger than the
-fetch size is fetched again with a larger size, up to ``MAX_FETCH_BYTES``.
+fetch size is fetched again with a larger size, up to ``BROWSER_MAX_FETCH_BYTES``.
 
 Reading backward (the newest messages, or the page before one) has no help from 0.7: nothing
 indexes message boundaries. The end offset ``E`` is a boundary (the log's end, or the first
 offset of a page shown before), so we fetch the ``window`` bytes before it and look for the
 smallest position ``p`` in them from which a chain of complete entries, each with a matching
-CRC, ends exactly at ``E`` (``wire.message_search``). Bytes in the middle of a payload almost
+CRC, ends exactly at ``E`` (``codec.kafka07.message_search``). Bytes in the middle of a payload almost
 never pass a CRC, let alone a chain of them landing on ``E``. Too few messages found widens
 the window (x4) up to ``MAX_WINDOW_BYTES``; the log's earliest offset and its segment starts
 bound it exactly. A corrupt message (bad CRC) breaks every chain through it: the page then
@@ -35,7 +35,7 @@ from twisted_broker.codec.kafka07.message_search import find_message_start
 from twisted_broker.codec.kafka07.message_set import expand_wrapper, iter_entries
 
 FIRST_FETCH_BYTES = 64 * 1024
-MAX_FETCH_BYTES = 16 * 1024 * 1024  # a larger message is reported, not fetched
+BROWSER_MAX_FETCH_BYTES = 16 * 1024 * 1024  # a larger message is reported, not fetched
 FIRST_WINDOW_BYTES = 64 * 1024
 MAX_WINDOW_BYTES = 4 * 1024 * 1024
 
@@ -125,10 +125,10 @@ async def read_forward(fetch: Fetch, start: int, count: int) -> BrowseResult:
         if problem is not None:
             break
         if not consumed:  # the first entry does not fit in the fetch
-            if size >= MAX_FETCH_BYTES:
-                problem = f"the message at offset {position} is larger than {MAX_FETCH_BYTES} bytes"
+            if size >= BROWSER_MAX_FETCH_BYTES:
+                problem = f"the message at offset {position} is larger than {BROWSER_MAX_FETCH_BYTES} bytes"
                 break
-            size = min(size * 4, MAX_FETCH_BYTES)
+            size = min(size * 4, BROWSER_MAX_FETCH_BYTES)
     return BrowseResult(start, position, messages, problem)
 
 

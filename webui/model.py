@@ -32,7 +32,7 @@ from typing import Any
 from twisted_broker.registry import paths
 from twisted_broker.registry.zookeeper import NodeExistsError, NoNodeError
 from webui.broker_offsets import EARLIEST_TIME, LATEST_TIME, BrokerClients, BrokerUnavailable, OffsetBook, gather
-from webui.cluster_cache import GroupState, ReplicatedTopic
+from webui.cluster_cache import GroupState, ReplicatedTopicEntry
 from webui.lag_history import LagHistory
 from webui.modern_groups import ModernGroups
 from webui.message_browser import BrowseResult, read_backward, read_forward
@@ -113,7 +113,7 @@ class ConsoleModel:
             figures[(broker_id, partition)] = figure
         return figures
 
-    async def replicated_figures(self, entry: ReplicatedTopic) -> dict[int, dict[str, Any]]:
+    async def replicated_figures(self, entry: ReplicatedTopicEntry) -> dict[int, dict[str, Any]]:
         """Per partition of a replicated topic: earliest, latest (up to the high watermark),
         byte rate, as its leader answers 0.7's Offsets request; nothing for one without a
         registered leader."""

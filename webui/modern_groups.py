@@ -4,7 +4,7 @@ Such a group commits at 0.7's paths but modern offsets, so its lag is ``modern e
 committed``, as Kafka's clients count it (client/modern_lookup.py says why 0.7's
 latest offset would not do). The ends and the members are asked of the brokers' modern
 listeners (ListOffsets from each leader; FindCoordinator, then DescribeGroups) with
-kafka_wire's codecs. ModernLookup blocks, so each question runs in the reactor's thread pool
+codec/kafka's codecs. ModernLookup blocks, so each question runs in the reactor's thread pool
 on connections of its own, closed when it is answered: a page or a lag round asks once.
 """
 

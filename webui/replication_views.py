@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from twisted_broker.registry.replication_paths import PartitionState
-from webui.cluster_cache import BrokerEntry, ReplicatedTopic
+from webui.cluster_cache import BrokerEntry, ReplicatedTopicEntry
 
 
 def replicated_partition_row(partition: int, replicas: Sequence[int], state: PartitionState | None,
@@ -32,7 +32,7 @@ def replicated_partition_row(partition: int, replicas: Sequence[int], state: Par
             "under_replicated": leader is not None and len(isr) < len(replicas)}
 
 
-def replicated_partition_rows(entry: ReplicatedTopic, brokers: Mapping[int, BrokerEntry]) -> list[dict[str, Any]]:
+def replicated_partition_rows(entry: ReplicatedTopicEntry, brokers: Mapping[int, BrokerEntry]) -> list[dict[str, Any]]:
     if entry.assignment is None:
         return []
     return [replicated_partition_row(p, replicas, entry.states.get(p), brokers)
@@ -61,7 +61,7 @@ def replication_summary(cluster) -> dict[str, Any]:
             "offline_partitions": sum(row["offline"] for row in topics.values())}
 
 
-def replicated_topic_page(entry: ReplicatedTopic, *, brokers: Mapping[int, BrokerEntry],
+def replicated_topic_page(entry: ReplicatedTopicEntry, *, brokers: Mapping[int, BrokerEntry],
                           figures: Mapping[int, Mapping[str, Any]], groups: Sequence[str]) -> dict[str, Any]:
     """A replicated topic's partitions 0..N-1: replicas, leader, ISR, marks, and the offsets
     the leader answers (``figures`` per partition: earliest, latest, bytes_per_second, error)."""

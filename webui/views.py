@@ -31,7 +31,7 @@ from webui.replication_views import (  # noqa: F401 (importable from here)
 )
 
 PAGE_SIZE = 50
-PAYLOAD_PREVIEW_BYTES = 4096
+BROWSER_PAYLOAD_PREVIEW_BYTES = 4096
 FORMATS = ("auto", "text", "hex")
 
 def paginate(items: Sequence, page: int, per_page: int = PAGE_SIZE) -> dict[str, Any]:
@@ -313,7 +313,7 @@ def topic_page(topic: str, *, counts: Mapping[int, int], brokers: Mapping[int, B
 # -- messages -------------------------------------------------------------------------------
 
 
-def payload_view(payload: bytes, fmt: str = "auto", limit: int = PAYLOAD_PREVIEW_BYTES) -> dict[str, Any]:
+def payload_view(payload: bytes, fmt: str = "auto", limit: int = BROWSER_PAYLOAD_PREVIEW_BYTES) -> dict[str, Any]:
     """A payload for display: ``text`` if asked or if it is printable UTF-8, else ``hex``; at
     most ``limit`` bytes. The text is returned as is: the template escapes it."""
     shown = payload[:limit]
@@ -340,7 +340,7 @@ def payload_view(payload: bytes, fmt: str = "auto", limit: int = PAYLOAD_PREVIEW
             "base64": base64.b64encode(shown).decode("ascii")}
 
 
-def message_row(message: BrowsedMessage, fmt: str, limit: int = PAYLOAD_PREVIEW_BYTES) -> dict[str, Any]:
+def message_row(message: BrowsedMessage, fmt: str, limit: int = BROWSER_PAYLOAD_PREVIEW_BYTES) -> dict[str, Any]:
     return {"offset": message.offset, "next_offset": message.next_offset, "size": message.size,
             "magic": message.magic, "codec": message.codec, "crc": f"{message.crc:#010x}",
             "valid": message.valid, "payload": payload_view(message.payload, fmt, limit),

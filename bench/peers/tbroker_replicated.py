@@ -3,7 +3,7 @@ machine and one ZooKeeper, measured like the single broker (tbroker.py) beside i
 one run shows what a replicated topic costs (issue 15's done-when: produce in batches of 50
 and consume at factor 3 at least 0.4x factor 1, committed latency p99 at most 2 ms).
 
-Topics. Each test's topic is created by a Metadata request (wire/replication.py) to broker
+Topics. Each test's topic is created by a Metadata request (codec/kafka07/replication.py) to broker
 0: with ``default.replication.factor=3`` the broker creates it as a replicated topic of one
 partition on all three brokers. ``create`` waits until its leader is elected and all three
 replicas are in its ISR, so every figure is of three copies. The leader is whichever broker

@@ -24,7 +24,7 @@ from twisted_broker.client.partitioners import DefaultPartitioner
 from twisted_broker.client.producer import Producer
 from twisted_broker.client.twisted_leader_producer import TwistedLeaderProducer
 from twisted_broker.config import ProducerConfig
-from twisted_broker.replication.errors import NotEnoughReplicas
+from twisted_broker.codec.kafka07.replication_errors import NotEnoughReplicas
 
 KEY_PARTITION = DefaultPartitioner()("k", 2)  # where key "k" goes among the cluster's 2 partitions
 

@@ -1,4 +1,4 @@
-"""Fixtures shared by the unit tests of kafka_wire and storage."""
+"""Fixtures shared by the unit tests of codec/kafka and storage."""
 
 import pytest
 

@@ -11,7 +11,8 @@ broker_partition_info.py    BrokerPartitionInfo (the interface) and the static b
 partitioners.py, encoders.py  partitioner.class and serializer.class analogues
 class_names.py              resolving those dotted class names
 errors.py                   client-side errors (QueueFull, ProducerClosed, ...)
-twisted_client.py           TwistedProducer, TwistedSimpleConsumer: the same calls as Deferreds
+twisted_client.py           TwistedProducer, TwistedSimpleConsumer: the same calls as Deferreds,
+                            on network/kafka07_client.py's connection (followers use it too)
 ==========================  ==============================================================
 
 None of them re-implements a wire layout: requests, responses, message sets and framing all

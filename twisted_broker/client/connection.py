@@ -45,12 +45,13 @@ import ssl
 import time
 from collections.abc import Callable
 
-from twisted_broker.client.errors import UnexpectedResponse
 from twisted_broker.codec.kafka07.primitives import INT32
 from twisted_broker.codec.kafka07.responses import decode_error_and_body
+from twisted_broker.errors import UnexpectedResponse
 
 log = logging.getLogger(__name__)
 
+Address = tuple[str, int]  # (host, port) of a broker
 INITIAL_BUFFER_BYTES = 64 * 1024
 KEEP_BUFFER_BYTES = 16 * 1024 * 1024  # a bigger response gets a one-off buffer
 _MAX_CONNECT_PAUSE_S = 1.0

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 from twisted_broker.client.consumer_stream import FetchedDataChunk, PartitionTopicInfo
 from twisted_broker.client.fetched_message_set import FetchedMessageSet
 from twisted_broker.client.replicated_consumer import ReplicatedConsumer
-from twisted_broker.client.replicated_topics import LEADERS, Address
+from twisted_broker.client.replicated_topics import LEADERS, Candidates
 from twisted_broker.client.simple_consumer import SimpleConsumer
 from twisted_broker.errors import InvalidMessage, KafkaError, OffsetOutOfRange
 from twisted_broker.codec.kafka07.requests import FetchRequest
@@ -34,7 +34,6 @@ _FETCHER_JOIN_S = 2.0  # a fetcher stuck connecting is left to finish alone (its
 
 LookupAddress = Callable[[int], tuple[str, int] | None]
 OnReset = Callable[[PartitionTopicInfo, int], None]
-Candidates = Callable[[], Iterable[tuple[int, Address]]]
 
 
 class Fetcher:

@@ -1,7 +1,8 @@
 """Errors that only clients raise (0.7's QueueFullException, NoBrokersForPartitionException...).
 
-The wire errors a broker reports by code (OffsetOutOfRange, ...) and MessageSizeTooLarge live in
-``twisted_broker.errors``; ``error_for_code`` builds one of those from a response's code.
+The wire errors a broker reports by code (OffsetOutOfRange, ...), MessageSizeTooLarge and
+UnexpectedResponse (a response that fits no request) live in ``twisted_broker.errors``;
+``error_for_code`` builds one of those from a response's code.
 """
 
 from __future__ import annotations
@@ -38,13 +39,6 @@ class ReplicasUnavailable(ConnectionError):
     """No replica of a replicated topic's partition answered (each refused the connection,
     timed out, or could not serve the offsets asked) within the caller's bound. A
     ConnectionError, as LeaderNotAvailable."""
-
-
-class UnexpectedResponse(ValueError):
-    """A broker's response does not fit its request (bad size, wrong count, stray bytes).
-
-    The connection is closed when this is raised: the stream is out of step.
-    """
 
 
 def error_for_code(code: int, detail: str) -> KafkaError:

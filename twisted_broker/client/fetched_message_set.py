@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from twisted_broker.client.errors import UnexpectedResponse, error_for_code
-from twisted_broker.errors import InvalidFetchSize
+from twisted_broker.client.errors import error_for_code
+from twisted_broker.errors import InvalidFetchSize, UnexpectedResponse
 from twisted_broker.codec.kafka07.message import Message
 from twisted_broker.codec.kafka07.message_set import iter_entries, iter_messages, valid_bytes
 from twisted_broker.codec.kafka07.primitives import INT32, Buffer

@@ -9,7 +9,7 @@ end by the last entry's size less its record count, so it would show a caught-up
 as lagging. Members live only in the coordinator's memory: FindCoordinator, then
 DescribeGroups there, with the "consumer" protocol's assignments decoded.
 
-Requests are kafka_wire's codecs on plain sockets, one at a time per connection, one
+Requests are codec/kafka's codecs on plain sockets, one at a time per connection, one
 connection per broker kept until ``close``. A broker that is down or answers with an error
 leaves its partitions' ends unknown (None); nothing here retries.
 """
@@ -21,6 +21,7 @@ import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from twisted_broker.client.connection import Address
 from twisted_broker.codec.kafka import api_keys
 from twisted_broker.codec.kafka.consumer_protocol import assigned_partitions
 from twisted_broker.codec.kafka.errors import NONE as NO_ERROR
@@ -28,7 +29,6 @@ from twisted_broker.codec.kafka.log_schemas import LATEST_TIMESTAMP
 from twisted_broker.codec.kafka.primitives import Malformed, Truncated
 from twisted_broker.codec.kafka.protocol import decode_response, encode_request
 
-Address = tuple[str, int]
 CLIENT_ID = "twisted-broker-lookup"
 METADATA_VERSION = 4  # the first with allow_auto_topic_creation: looking must not create topics
 LIST_OFFSETS_VERSION = 1

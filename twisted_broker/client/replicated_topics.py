@@ -32,27 +32,25 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from twisted_broker.client.connection import BrokerConnection
-from twisted_broker.client.errors import LeaderNotAvailable, UnexpectedResponse
-from twisted_broker.errors import KafkaError, UnknownError, WrongPartition
-from twisted_broker.replication.errors import (
+from twisted_broker.client.connection import Address, BrokerConnection
+from twisted_broker.client.errors import LeaderNotAvailable
+from twisted_broker.errors import KafkaError, UnexpectedResponse, UnknownError, WrongPartition
+from twisted_broker.codec.kafka07.replication_errors import (
     NotEnoughReplicas, NotEnoughReplicasAfterAppend, NotLeaderForPartition, RequestTimedOut,
 )
 from twisted_broker.codec.kafka07.replication import (
-    Metadata, MetadataRequest, PartitionMetadata, decode_metadata, encode_replication_request,
+    NOT_REPLICATED, Metadata, MetadataRequest, PartitionMetadata, decode_metadata, encode_replication_request,
 )
 from twisted_broker.codec.kafka07.responses import NO_ERROR
+from twisted_broker.registry.replication_paths import NO_LEADER
 
 log = logging.getLogger(__name__)
 
-NOT_REPLICATED = 3  # a topic's error in a metadata answer: a 0.7 topic
 _CANNOT_CREATE = {17: "its name is not a valid topic name",
                   38: "the brokers' default.replication.factor is larger than the live brokers"}
-NO_LEADER = -1
 # The broker id clients file a replicated topic's partitions under (the async producer's queue,
 # the group consumer's fetchers): whoever leads each one when it is sent or fetched.
 LEADERS = -2
-Address = tuple[str, int]
 
 
 @dataclass(frozen=True)

@@ -14,16 +14,15 @@ import threading
 from collections.abc import Sequence
 
 from twisted_broker.client.connection import BrokerConnection
-from twisted_broker.client.errors import UnexpectedResponse, error_for_code
+from twisted_broker.client.errors import error_for_code
 from twisted_broker.client.fetched_message_set import FetchedMessageSet, decode_multifetch_response
 from twisted_broker.client.replicated_topics import request_metadata
 from twisted_broker.codec.kafka07.replication import Metadata
-from twisted_broker.codec.kafka07.requests import FetchRequest, MultiFetchRequest, OffsetRequest, encode_request
+from twisted_broker.codec.kafka07.requests import (  # LATEST_TIME, EARLIEST_TIME: kept importable from here
+    EARLIEST_TIME, LATEST_TIME, FetchRequest, MultiFetchRequest, OffsetRequest, encode_request,
+)
 from twisted_broker.codec.kafka07.responses import NO_ERROR, decode_offsets
-
-# Offsets request times (0.7's OffsetRequest.LatestTime / EarliestTime).
-LATEST_TIME = -1
-EARLIEST_TIME = -2
+from twisted_broker.errors import UnexpectedResponse
 
 
 class SimpleConsumer:

@@ -14,7 +14,6 @@ import threading
 from collections.abc import Iterable
 
 from twisted_broker.client.connection import BrokerConnection
-from twisted_broker.client.errors import UnexpectedResponse
 from twisted_broker.client.replicated_topics import request_metadata
 from twisted_broker.codec.kafka07.message_set import scan
 from twisted_broker.codec.kafka07.primitives import Buffer
@@ -22,6 +21,7 @@ from twisted_broker.codec.kafka07.replication import (
     Metadata, ProduceAckRequest, decode_produce_acks, encode_replication_request,
 )
 from twisted_broker.codec.kafka07.requests import MultiProduceRequest, ProduceRequest, encode_request
+from twisted_broker.errors import UnexpectedResponse
 
 RANDOM_PARTITION = -1  # 0.7's ProducerRequest.RandomPartition: the broker picks one
 

@@ -1,10 +1,8 @@
 """Twisted-native clients: TwistedProducer and TwistedSimpleConsumer, every call a Deferred.
 
-Both stand on KafkaClientProtocol, one connection to one broker. 0.7 has no correlation ids:
-the broker answers requests one at a time, in order, and never answers a produce. So the
-protocol keeps a queue of the Deferreds waiting for a response; each complete frame (cut by
-wire.framing.FrameDecoder) fires the oldest one. Requests may be issued back to back without
-waiting: the broker serves them in order.
+Both stand on KafkaClientProtocol (network/kafka07_client.py), one connection to one broker
+whose responses are matched to requests by order: requests may be issued back to back
+without waiting, the broker serves them in order.
 
 A produce has no response in 0.7, so ``TwistedProducer.send`` fires once its request is in
 the transport's buffer and the transport is not asking us to pause (IPushProducer): that gives
@@ -21,133 +19,21 @@ connection creator such as ``twisted.internet.ssl.optionsForClientTLS(hostname, 
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Iterable, Sequence
 
-from twisted.internet.defer import Deferred, fail, succeed
-from twisted.internet.endpoints import HostnameEndpoint, connectProtocol, wrapClientTLS
-from twisted.internet.interfaces import IPushProducer
-from twisted.internet.protocol import Protocol
-from twisted.python.failure import Failure
-from zope.interface import implementer
+from twisted.internet.defer import Deferred, fail
 
-from twisted_broker.client.errors import UnexpectedResponse, error_for_code
+from twisted_broker.client.errors import error_for_code
 from twisted_broker.client.fetched_message_set import FetchedMessageSet, decode_multifetch_response
 from twisted_broker.codec.kafka07.compression import NO_COMPRESSION
-from twisted_broker.codec.kafka07.framing import FrameDecoder, FrameTooLarge
 from twisted_broker.codec.kafka07.message_set import encode_compressed_message_set, scan
 from twisted_broker.codec.kafka07.primitives import Buffer
 from twisted_broker.codec.kafka07.requests import (
     FetchRequest, MultiFetchRequest, MultiProduceRequest, OffsetRequest, ProduceRequest, encode_request,
 )
-from twisted_broker.codec.kafka07.responses import NO_ERROR, decode_error_and_body, decode_offsets
-
-DEFAULT_MAX_RESPONSE_BYTES = 512 * 1024 * 1024  # a response size above this is garbage, not data
-
-
-@implementer(IPushProducer)
-class KafkaClientProtocol(Protocol):
-    """One connection to a broker: requests out, responses matched by order."""
-
-    def __init__(self, max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES) -> None:
-        self._decoder = FrameDecoder(max_response_bytes, min_size=2)  # a response has an error code
-        self._waiting: deque[Deferred[tuple[int, memoryview]]] = deque()
-        self._writable: list[Deferred[None]] = []  # sends waiting for the transport to drain
-        self._paused = False
-        self._lost: Failure | None = None
-        self.disconnected: Deferred[None] = Deferred()
-
-    # -- the transport calls these ------------------------------------------------------------
-
-    def connectionMade(self) -> None:
-        self.transport.registerProducer(self, True)
-
-    def dataReceived(self, data: bytes) -> None:
-        if self._lost is not None:
-            return  # aborted: the connection is closing and nothing can be matched any more
-        try:
-            frames = self._decoder.feed(data)
-        except FrameTooLarge as exc:
-            self._deliver(exc.frames)
-            self._abort(UnexpectedResponse(f"response size {exc.size} is outside [2, {exc.max_size}]"))
-            return
-        self._deliver(frames)
-
-    def connectionLost(self, reason: Failure) -> None:
-        self._lost = reason
-        waiting, self._waiting = self._waiting, deque()
-        writable, self._writable = self._writable, []
-        for d in [*waiting, *writable]:
-            d.errback(reason)
-        self.disconnected.callback(None)
-
-    def pauseProducing(self) -> None:
-        self._paused = True
-
-    def resumeProducing(self) -> None:
-        self._paused = False
-        writable, self._writable = self._writable, []
-        for d in writable:
-            d.callback(None)
-
-    def stopProducing(self) -> None:
-        pass  # connectionLost follows and fails what is waiting
-
-    # -- requests --------------------------------------------------------------------------
-
-    def send(self, request: bytes) -> Deferred[None]:
-        """Write a request that has no response; fires when the transport can take more."""
-        if self._lost is not None:
-            return fail(self._lost)
-        self.transport.write(request)
-        if not self._paused:
-            return succeed(None)
-        d: Deferred[None] = Deferred()
-        self._writable.append(d)
-        return d
-
-    def request(self, request: bytes) -> Deferred[tuple[int, memoryview]]:
-        """Write a request; fires with ``(error code, body after the code)`` of its response."""
-        if self._lost is not None:
-            return fail(self._lost)
-        d: Deferred[tuple[int, memoryview]] = Deferred()
-        self._waiting.append(d)
-        self.transport.write(request)
-        return d
-
-    def close(self) -> Deferred[None]:
-        """Close the connection; fires once it is closed. Waiting calls fail."""
-        if self._lost is None and not self.disconnected.called:
-            # Unregistered first: a paused streaming producer would hold the close back.
-            self.transport.unregisterProducer()
-            self.transport.loseConnection()
-        return self.disconnected if not self.disconnected.called else succeed(None)
-
-    def _deliver(self, frames: list) -> None:
-        for frame in frames:
-            if not self._waiting:
-                self._abort(UnexpectedResponse("the broker sent a response to no request"))
-                return
-            self._waiting.popleft().callback(decode_error_and_body(frame))
-
-    def _abort(self, error: Exception) -> None:
-        # Out of step with the broker: nothing later can be matched, so fail it all now.
-        self._lost = Failure(error)
-        waiting, self._waiting = self._waiting, deque()
-        for d in waiting:
-            d.errback(error)
-        self.transport.abortConnection()
-
-
-def connect_client(reactor, host: str, port: int, *, timeout_s: float = 30.0,
-                   max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES, tls=None) -> Deferred[KafkaClientProtocol]:
-    """Connect a KafkaClientProtocol to ``host:port`` (a name or an IPv4/IPv6 address), over
-    TLS if ``tls`` (a client connection creator) is given; fails with a ConnectError after
-    ``timeout_s``."""
-    endpoint = HostnameEndpoint(reactor, host, port, timeout=timeout_s)
-    if tls is not None:
-        endpoint = wrapClientTLS(tls, endpoint)
-    return connectProtocol(endpoint, KafkaClientProtocol(max_response_bytes))
+from twisted_broker.codec.kafka07.responses import NO_ERROR, decode_offsets
+from twisted_broker.errors import UnexpectedResponse
+from twisted_broker.network.kafka07_client import KafkaClientProtocol, connect_client
 
 
 class TwistedProducer:

@@ -26,7 +26,7 @@ from twisted.internet.task import deferLater
 from twisted_broker.client.replicated_topics import (
     FAIL, RETRY, Address, LeaderBackoff, ReplicatedTopic, ack_error, ack_outcome, replicated_topic,
 )
-from twisted_broker.client.twisted_client import KafkaClientProtocol, connect_client
+from twisted_broker.network.kafka07_client import KafkaClientProtocol, connect_client
 from twisted_broker.errors import WrongPartition
 from twisted_broker.codec.kafka07.compression import NO_COMPRESSION
 from twisted_broker.codec.kafka07.message_set import encode_compressed_message_set

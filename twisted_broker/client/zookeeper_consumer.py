@@ -34,16 +34,14 @@ their offsets and starts the fetchers. Dropping chunks and deactivating the old 
 happen under each stream's lock, so no message of a released partition reaches the user
 after the commit: the next owner starts exactly where this one stopped.
 
-Over 400 lines on purpose: the lifecycle, the rebalance and the commits share one lock and
-one state (owned partitions, streams, fetchers); split, each part would reach into the other's.
-
 Threads: the caller's (create_message_streams*, commit_offsets, shutdown), the user's
 (iterating streams; a stream may be shared by threads), ``rebalance-<consumerId>``, one
 ``fetcher-<b>`` per broker, ``autocommit-<consumerId>``, and kazoo's, which only record events.
 
 Modules: the streams the user iterates are in client/consumer_stream.py, the fetcher threads
 (and where a partition without a committed offset starts) in client/consumer_fetcher.py, the
-reading of the group for a rebalance in client/group_assignment.py. ConsumerTimeout, KafkaStream, MessageAndMetadata and
+reading of the group for a rebalance in client/group_assignment.py, the owner nodes it claims
+and the fetchers' lookups in client/group_registry.py. ConsumerTimeout, KafkaStream, MessageAndMetadata and
 PartitionTopicInfo stay importable from here.
 """
 
@@ -62,6 +60,7 @@ from twisted_broker.client.consumer_stream import (  # re-exported: the connecto
     ConsumerTimeout, KafkaStream, MessageAndMetadata, PartitionTopicInfo, split_partition_name,
 )
 from twisted_broker.client.group_assignment import AssignmentReader
+from twisted_broker.client.group_registry import FetcherLookups, OwnedPartitions
 from twisted_broker.client.simple_consumer import EARLIEST_TIME, LATEST_TIME
 from twisted_broker.client.topic_filter import TopicFilter
 from twisted_broker.config import ConfigError, ConsumerConfig
@@ -109,12 +108,13 @@ class ZookeeperConsumerConnector:
         self._infos: dict[tuple[str, str], PartitionTopicInfo] = {}
         # Touched by the rebalance thread, or by shutdown() holding _rebalance_lock.
         self._rebalance_lock = threading.Lock()
-        self._owned: dict[tuple[str, str], str] = {}  # owner nodes we hold -> thread id
+        self._owned = OwnedPartitions(self._registry)
+        lookups = FetcherLookups(self._registry)
         self._fetcher = Fetcher(fetch_size=config.fetch_size, backoff_ms=config.fetcher_backoff_ms,
                                 socket_timeout_ms=config.socket_timeout_ms, buffer_size=config.socket_buffersize,
                                 reset_time=EARLIEST_TIME if config.autooffset_reset == "smallest" else LATEST_TIME,
-                                lookup_address=self._broker_address,
-                                on_reset=self._write_reset_offset, leader_candidates=self._live_brokers)
+                                lookup_address=lookups.broker_address,
+                                on_reset=lookups.write_reset_offset, leader_candidates=lookups.live_brokers)
         self._expired = False
         self._needs_registration = False
         self._wake = threading.Event()
@@ -191,7 +191,7 @@ class ZookeeperConsumerConnector:
                     self.commit_offsets()
                 self._infos = {}
             try:
-                self._release_owned()
+                self._owned.release_all()
             except RegistryError as exc:
                 log.warning("releasing partitions at shutdown failed (%s); closing the session frees them", exc)
         self._registry.close()
@@ -284,7 +284,7 @@ class ZookeeperConsumerConnector:
         with self._commit_lock:
             self._clear_streams()
             self._infos = {}
-        self._owned = {}
+        self._owned.forget()
         self._needs_registration = True
 
     def _synced_rebalance(self) -> None:
@@ -321,7 +321,7 @@ class ZookeeperConsumerConnector:
         # Steps 1, 2 and 4: read the group, compute our share.
         assignment = self._assignment.read(registry, consumer_ids)
         decision = assignment.owned
-        if decision == self._owned and decision.keys() == self._infos.keys():
+        if decision == self._owned.threads and decision.keys() == self._infos.keys():
             log.debug("consumer %s: assignment unchanged", self.consumer_id)
             return True
         log.info("consumer %s rebalancing: partitions %s, consumers %s", self.consumer_id,
@@ -332,14 +332,12 @@ class ZookeeperConsumerConnector:
             self._clear_streams()
             self.commit_offsets()
             self._infos = {}
-        self._release_owned()
+        self._owned.release_all()
         # Step 5: own all of the share or none of it; then read where to start.
-        for (topic, partition), thread in sorted(decision.items()):
-            if not registry.claim(topic, partition, thread):
-                log.info("%s: %s:%s is still owned by another consumer", thread, topic, partition)
-                self._release_owned()
-                return False
-            self._owned[(topic, partition)] = thread
+        conflict = self._owned.claim_all(decision)
+        if conflict is not None:
+            log.info("%s: %s:%s is still owned by another consumer", *conflict)
+            return False
         try:
             brokers = registry.brokers()
             infos = {}
@@ -351,7 +349,7 @@ class ZookeeperConsumerConnector:
                 infos[(topic, partition)] = PartitionTopicInfo(
                     topic, partition, thread, self._stream_for(topic, thread), offset, committed)
         except BaseException:
-            self._release_owned()
+            self._owned.release_all()
             raise
         with self._commit_lock:
             self._infos = infos
@@ -367,13 +365,6 @@ class ZookeeperConsumerConnector:
             return self._filter_streams[index]
         return self._topic_streams[topic][index]
 
-    def _release_owned(self) -> None:
-        """Delete the owner nodes we hold (rebalance thread). Raises RegistryError; the nodes
-        not yet deleted stay listed and are released by the next attempt."""
-        for (topic, partition), thread in sorted(self._owned.items()):
-            self._registry.release(topic, partition, thread)
-            del self._owned[(topic, partition)]
-
     # -- streams, and the fetchers' calls ---------------------------------------------------------
 
     def _clear_streams(self) -> None:
@@ -383,29 +374,6 @@ class ZookeeperConsumerConnector:
 
     def _streams(self) -> list[KafkaStream]:
         return [stream for streams in self._topic_streams.values() for stream in streams] + self._filter_streams
-
-    def _broker_address(self, broker_id: int) -> tuple[str, int] | None:  # fetcher threads
-        try:
-            return self._registry.broker_address(broker_id)
-        except RegistryError as exc:
-            log.warning("looking up broker %d failed: %s", broker_id, exc)
-            return None
-
-    def _live_brokers(self) -> list[tuple[int, tuple[str, int]]]:  # fetcher threads
-        """The registered brokers, to ask where replicated partitions lead ([] if ZooKeeper
-        cannot say now: the fetcher tries again)."""
-        try:
-            return list(self._registry.brokers().items())
-        except RegistryError as exc:
-            log.warning("listing the brokers failed: %s", exc)
-            return []
-
-    def _write_reset_offset(self, info: PartitionTopicInfo, offset: int) -> None:  # fetcher threads
-        try:
-            self._registry.write_offset(info.topic, info.partition, offset)
-            info.committed_offset = offset
-        except RegistryError as exc:
-            log.warning("writing the reset offset %d of %s:%s failed: %s", offset, info.topic, info.partition, exc)
 
     def _run_autocommit(self) -> None:
         """The autocommit thread: commit_offsets() every autocommit.interval.ms."""

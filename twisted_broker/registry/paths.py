@@ -17,7 +17,7 @@ Consumer groups (``/consumers/<group>/...``):
 
 The ids are ``<group>_<hostname>-<ms>-<8 hex>`` for a consumer and ``<consumerId>-<i>`` for
 its streams (0.7 calls them threads); a partition is named ``<brokerId>-<partId>`` (a
-replicated topic's partition: ``<partId>``). Groups of modern clients (groups/) keep their
+replicated topic's partition: ``<partId>``). Groups of modern clients (coordinator/group/) keep their
 committed offsets at the same paths, so 0.7's tools see them.
 """
 

@@ -3,7 +3,7 @@
 A ClusterView (same session, same errors: ZooKeeperUnavailable) that also reads replicated
 topics' assignments and partition states, creates a topic's assignment, and writes the admin
 requests the controller carries out (docs/replication.md §2). Values go through
-replication/paths.py's codecs; a value that does not decode raises ValueError naming its path.
+registry/replication_paths.py's codecs; a value that does not decode raises ValueError naming its path.
 Every write is a ``create``: a node that exists already is reported (False), never
 overwritten, so a tool cannot replace a topic or a request that is still pending.
 """

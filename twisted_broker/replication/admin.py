@@ -21,7 +21,7 @@ from twisted_broker.replication.cluster_state import ClusterState
 from twisted_broker.registry.replication_paths import TopicAssignment
 from twisted_broker.storage.topic_name import check_topic_name
 
-POLL_S = 0.05
+LEADERS_POLL_S = 0.05
 
 
 class Kafka07Topic(AssignmentError):
@@ -61,7 +61,7 @@ def wait_for_leaders(cluster: ClusterState, topic: str, clock, timeout_s: float)
         assignment = cluster.assignments.get(topic)
         if assignment is not None and all(cluster.state(topic, p) is not None for p in assignment.replicas):
             return True
-        yield deferLater(clock, POLL_S, lambda: None)
-        waited += POLL_S
+        yield deferLater(clock, LEADERS_POLL_S, lambda: None)
+        waited += LEADERS_POLL_S
     return False
 

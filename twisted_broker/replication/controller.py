@@ -36,7 +36,7 @@ from twisted_broker.replication.reassignment import reassignment_step
 
 log = logging.getLogger(__name__)
 
-RETRY_S = 0.2  # after a refused write or a failed read: ZooKeeper moved, look again
+CONTROLLER_RETRY_S = 0.2  # after a refused write or a failed read: ZooKeeper moved, look again
 
 
 class Controller:
@@ -245,7 +245,7 @@ class Controller:
     def _schedule(self, call) -> None:
         if self._stopped or (self._retry is not None and self._retry.active()):
             return
-        self._retry = self._clock.callLater(RETRY_S * (1 + random.random()), call)
+        self._retry = self._clock.callLater(CONTROLLER_RETRY_S * (1 + random.random()), call)
 
     # -- admin requests -----------------------------------------------------------------
 

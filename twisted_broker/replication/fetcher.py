@@ -19,10 +19,10 @@ import random
 from twisted.internet.defer import inlineCallbacks
 from twisted.internet.task import deferLater
 
-from twisted_broker.client.twisted_client import connect_client
+from twisted_broker.network.kafka07_client import connect_client
 from twisted_broker.errors import InvalidMessage, OffsetOutOfRange
 from twisted_broker.replication.epochs import first_question, follower_truncation
-from twisted_broker.replication.errors import FencedLeaderEpoch, NotLeaderForPartition, UnknownLeaderEpoch
+from twisted_broker.codec.kafka07.replication_errors import FencedLeaderEpoch, NotLeaderForPartition, UnknownLeaderEpoch
 from twisted_broker.replication.replica import Replica, Role
 from twisted_broker.replication.replica_manager import ReplicaManager
 from twisted_broker.storage.log import EARLIEST_TIME
@@ -36,7 +36,7 @@ from twisted_broker.codec.kafka07.responses import decode_offsets
 
 log = logging.getLogger(__name__)
 
-RETRY_S = 0.5
+FETCHER_RETRY_S = 0.5
 STALE_STATE_CODES = {NotLeaderForPartition.code, FencedLeaderEpoch.code, UnknownLeaderEpoch.code}
 
 
@@ -107,7 +107,7 @@ class LeaderFetcher:
                 if self._protocol is None:
                     address = self.manager.cluster.brokers.get(self.leader_id)
                     if address is None:
-                        yield deferLater(reactor, RETRY_S, lambda: None)
+                        yield deferLater(reactor, FETCHER_RETRY_S, lambda: None)
                         continue
                     self._protocol = yield connect_client(reactor, *address, timeout_s=self.fetchers.connect_timeout_s)
                     self._protocol.disconnected.addBoth(self._disconnected)
@@ -122,14 +122,14 @@ class LeaderFetcher:
                 else:
                     progressed = False
                 if not progressed:  # only errors: let ZooKeeper's news arrive before asking again
-                    yield deferLater(reactor, RETRY_S / 5, lambda: None)
+                    yield deferLater(reactor, FETCHER_RETRY_S / 5, lambda: None)
             except Exception as exc:
                 if self.running:
-                    log.warning("fetching from broker %d: %s; again in %.1f s", self.leader_id, exc, RETRY_S)
+                    log.warning("fetching from broker %d: %s; again in %.1f s", self.leader_id, exc, FETCHER_RETRY_S)
                 if self._protocol is not None:
                     self._protocol.close()
                     self._protocol = None
-                yield deferLater(reactor, RETRY_S * (0.5 + random.random()), lambda: None)
+                yield deferLater(reactor, FETCHER_RETRY_S * (0.5 + random.random()), lambda: None)
         self.running = False
         if self._protocol is not None:  # nothing left to follow there
             self._protocol.close()

@@ -37,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
-from twisted_broker.replication.errors import NotEnoughReplicas, NotLeaderForPartition
+from twisted_broker.codec.kafka07.replication_errors import NotEnoughReplicas, NotLeaderForPartition
 
 
 @dataclass

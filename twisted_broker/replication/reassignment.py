@@ -26,22 +26,22 @@ from twisted_broker.registry.replication_paths import PartitionState
 
 
 @dataclass(frozen=True)
-class Step:
+class ReassignmentStep:
     assignment: tuple[int, ...] | None = None  # the partition's replicas to write, if any
     state: PartitionState | None = None  # the partition's state to write first, if any
     done: bool = False
 
 
-WAIT = Step()
+WAIT = ReassignmentStep()
 
 
 def reassignment_step(current: tuple[int, ...], target: tuple[int, ...], state: PartitionState | None, *,
-                      controller_epoch: int) -> Step:
+                      controller_epoch: int) -> ReassignmentStep:
     """The next step of moving a partition from ``current`` to ``target`` replicas."""
     if current == target:
-        return Step(done=True)
+        return ReassignmentStep(done=True)
     if not set(target) <= set(current):
-        return Step(assignment=current + tuple(b for b in target if b not in current))
+        return ReassignmentStep(assignment=current + tuple(b for b in target if b not in current))
     if state is None or not set(target) <= set(state.isr):
         return WAIT
     in_target = tuple(b for b in state.isr if b in target)
@@ -50,4 +50,4 @@ def reassignment_step(current: tuple[int, ...], target: tuple[int, ...], state: 
         new_state = PartitionState(in_target[0], state.leader_epoch + 1, in_target, controller_epoch)
     elif in_target != state.isr:
         new_state = replace(state, isr=in_target, controller_epoch=controller_epoch)
-    return Step(assignment=target, state=new_state, done=True)
+    return ReassignmentStep(assignment=target, state=new_state, done=True)

@@ -15,7 +15,7 @@ from enum import Enum
 from twisted.internet.defer import Deferred
 
 from twisted_broker.replication.epochs import LeaderEpochCache
-from twisted_broker.replication.errors import RequestTimedOut
+from twisted_broker.codec.kafka07.replication_errors import RequestTimedOut
 from twisted_broker.replication.leader import LeaderPartition
 from twisted_broker.registry.replication_paths import PartitionState
 from twisted_broker.storage.checkpoints import read_leader_epochs, write_leader_epochs

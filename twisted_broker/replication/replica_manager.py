@@ -27,7 +27,7 @@ from twisted_broker.registry.zookeeper import BadVersionError, CONNECTED, NoNode
 from twisted_broker.registry import replication_paths as paths
 from twisted_broker.replication.cluster_state import ClusterState, Subscriber
 from twisted_broker.replication.epochs import UNDEFINED_EPOCH, UNDEFINED_OFFSET
-from twisted_broker.replication.errors import (
+from twisted_broker.codec.kafka07.replication_errors import (
     FencedLeaderEpoch, NotAReplica, NotEnoughReplicas, NotLeaderForPartition, UnknownLeaderEpoch,
 )
 from twisted_broker.replication.leader import Decision
@@ -65,7 +65,7 @@ class ReplicaManager:
         # Called with a replica whose role became TRUNCATING or that stopped following (set
         # by the fetchers, which then pick it up or drop it).
         self.on_follow: Callable[[Replica], object] = lambda replica: None
-        # Followers' fetches held for new data (server/replication_requests.py): woken by appends.
+        # Followers' fetches held for new data (handlers/kafka07/replication_requests.py): woken by appends.
         self.fetch_waiters: list[Callable[[], object]] = []
         self._fetch_wake = None  # the pending call that wakes them
         self._tick = LoopingCall(self._tick_leaders)

@@ -6,6 +6,7 @@ module                 holds
 options                the data source's options, parsed and checked
 planning               driver side: partitions (0.7 or replicated) from ZooKeeper or broker.list,
                        offsets, splits
+splits                 a planned range (OffsetRange) and its cutting at message starts
 message_columns        fetched message sets as Arrow columns (pure, executor side)
 range_reader           one planned range read on an executor, fetching ahead of the decoder;
                        a replicated one from the next replica when one stops

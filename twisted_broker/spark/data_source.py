@@ -50,7 +50,7 @@ from twisted_broker.spark import planning
 from twisted_broker.spark.decoders import make_decoder
 from twisted_broker.spark.message_columns import MessageColumns
 from twisted_broker.spark.options import CRC_MARK, DECODER_NONE, DECODER_TEXT, OptionError, ReadOptions
-from twisted_broker.spark.range_reader import Replica, read_range, read_replicas
+from twisted_broker.spark.range_reader import ReplicaAddress, read_range, read_replicas
 
 NAME = "twisted_broker"
 # Fetches (1 MiB by default, ~5,000 rows of 200 bytes) are concatenated into RecordBatches of
@@ -71,7 +71,7 @@ class BrokerRange(InputPartition):
     replicated partition (``broker_id`` None) held by ``replicas``, in the order to ask them."""
 
     def __init__(self, topic: str, broker_id: int | None, partition: int, host: str, port: int,
-                 start: int, end: int, replicas: tuple[Replica, ...] = ()) -> None:
+                 start: int, end: int, replicas: tuple[ReplicaAddress, ...] = ()) -> None:
         super().__init__(f"{partition_name(broker_id, partition)}:{start}-{end}")
         self.topic, self.broker_id, self.partition = topic, broker_id, partition
         self.host, self.port, self.start, self.end = host, port, start, end

@@ -22,7 +22,7 @@ from twisted_broker.spark import executor_code
 from twisted_broker.spark.etl_run import (  # noqa: F401 (the run and its errors: importable from here)
     EtlError, EtlRun, GapError, PartitionPlan, spark_call,
 )
-from twisted_broker.spark.options import DEFAULT_FAILOVER_TIMEOUT_MS, DEFAULT_FETCH_BYTES, DEFAULT_SPLIT_BYTES
+from twisted_broker.spark.options import DEFAULT_FAILOVER_TIMEOUT_MS, DEFAULT_SPARK_FETCH_BYTES, DEFAULT_SPLIT_BYTES
 from twisted_broker.tools import cluster
 from twisted_broker.tools.table import format_table
 
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 HELP = "the nightly Spark load of a topic into Parquet, from the checkpoint to the latest offsets, exactly once"
-FORMATS = ("parquet", "orc")
+OUTPUT_FORMATS = ("parquet", "orc")
 ON_GAP = ("fail", "earliest")
 STARTS = ("earliest", "latest")
 
@@ -44,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="where runs are published: DIR/load_date=D/run_id=R/")
     parser.add_argument("--checkpoint", required=True, type=Path, metavar="DIR",
                         help="the committed offsets and run manifests (one topic and output per checkpoint)")
-    parser.add_argument("--format", choices=FORMATS, default="parquet", help="file format (default parquet)")
+    parser.add_argument("--format", choices=OUTPUT_FORMATS, default="parquet", help="file format (default parquet)")
     parser.add_argument("--master", default="local[*]", help="Spark master (default local[*]; a cluster: "
                                                              "spark://HOST:PORT, see --conf spark.pyspark.python)")
     parser.add_argument("--conf", type=_key_value, action="append", default=[], metavar="KEY=VALUE",
@@ -58,8 +58,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="where a partition without a checkpoint starts (default earliest)")
     parser.add_argument("--load-date", type=_load_date, metavar="YYYY-MM-DD",
                         help="the load_date of this run's output (default: today, UTC)")
-    parser.add_argument("--fetch-size", type=cluster.positive_int, default=DEFAULT_FETCH_BYTES, metavar="BYTES",
-                        help=f"bytes per fetch request (default {DEFAULT_FETCH_BYTES})")
+    parser.add_argument("--fetch-size", type=cluster.positive_int, default=DEFAULT_SPARK_FETCH_BYTES, metavar="BYTES",
+                        help=f"bytes per fetch request (default {DEFAULT_SPARK_FETCH_BYTES})")
     parser.add_argument("--split-size", type=cluster.non_negative_int, default=DEFAULT_SPLIT_BYTES,
                         metavar="BYTES", help="split partition ranges larger than this (default "
                                               f"{DEFAULT_SPLIT_BYTES}; 0: never)")

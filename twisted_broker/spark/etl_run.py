@@ -64,13 +64,12 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from twisted_broker.spark import checkpoint as ckpt
 from twisted_broker.spark.checkpoint import Checkpoint, CheckpointError, CheckpointStore
-from twisted_broker.spark.options import DEFAULT_FAILOVER_TIMEOUT_MS, DEFAULT_FETCH_BYTES, DEFAULT_SPLIT_BYTES
-from twisted_broker.client.cluster import partition_name
+from twisted_broker.spark.options import DEFAULT_FAILOVER_TIMEOUT_MS, DEFAULT_SPARK_FETCH_BYTES, DEFAULT_SPLIT_BYTES
+from twisted_broker.client.cluster import ConsumerPool, partition_name
 from twisted_broker.client.consumer_stream import split_partition_name
 from twisted_broker.client.errors import ReplicasUnavailable
-from twisted_broker.spark.planning import (
-    Consumers, PlanningError, Target, discover_partitions, replica_offsets,
-)
+from twisted_broker.spark.planning import PlanningError, discover_partitions, replica_offsets
+from twisted_broker.spark.splits import PlannedPartition
 from twisted_broker.spark.spark_jobs import SparkProgress, is_spark_failure, root_cause
 from twisted_broker.spark.write_options import write_options
 from twisted_broker.tools.errors import CommandError
@@ -80,7 +79,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SOCKET_TIMEOUT_MS = 30000
+ETL_SOCKET_TIMEOUT_MS = 30000
 
 # Partition statuses in the manifest.
 READ, CAUGHT_UP, UNAVAILABLE = "read", "caught-up", "unavailable"
@@ -113,7 +112,7 @@ class PartitionPlan:
     start: int  # "from" in the manifest
     until: int
     gap: tuple[int, int] | None = None  # [from, until) deleted before it was loaded
-    target: Target | None = None
+    target: PlannedPartition | None = None
     messages: int = 0
     crc_failures: int = 0
 
@@ -138,7 +137,7 @@ class EtlRun:
     on_gap: str = "fail"
     start: str = "earliest"
     load_date: str | None = None
-    fetch_bytes: int = DEFAULT_FETCH_BYTES
+    fetch_bytes: int = DEFAULT_SPARK_FETCH_BYTES
     split_bytes: int = DEFAULT_SPLIT_BYTES
     failover_timeout_ms: int = DEFAULT_FAILOVER_TIMEOUT_MS  # the data source's failover.timeout.ms
     decoder: str | None = None
@@ -251,7 +250,7 @@ class EtlRun:
         committed = self.committed.offsets
         plans: dict[str, PartitionPlan] = {}
         gaps = []
-        with Consumers(SOCKET_TIMEOUT_MS) as consumers:
+        with ConsumerPool(ETL_SOCKET_TIMEOUT_MS) as consumers:
             try:
                 targets = discover_partitions(self.topic, consumers, zk_connect=self.zk_connect, brokers=self.brokers)
             except PlanningError as exc:

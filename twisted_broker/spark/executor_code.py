@@ -18,8 +18,8 @@ property into it before the JVM starts.
 zip to every executor and puts it first on its Python workers' ``sys.path``, so they run
 exactly the driver's code. A zip cannot hold C extensions; the workers then need only pyspark
 and pyarrow, because the wire codecs fall back to the stdlib where theirs are missing
-(wire/crc.py: ``zlib.crc32`` is the same CRC-32; gzip is zlib) and a snappy wrapper fails
-the task with ``CodecUnavailable`` naming the module (wire/compression.py). A cluster whose
+(codec/kafka07/crc.py: ``zlib.crc32`` is the same CRC-32; gzip is zlib) and a snappy wrapper fails
+the task with ``CodecUnavailable`` naming the module (codec/kafka07/compression.py). A cluster whose
 executors must read snappy installs python-snappy beside pyspark, or ships a whole packed
 environment itself (``--conf spark.archives=env.tar.gz#env`` with
 ``spark.pyspark.python=./env/bin/python``): this module does not do that for it, because a

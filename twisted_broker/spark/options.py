@@ -52,10 +52,10 @@ from twisted_broker.storage.topic_name import check_topic_name
 
 CRC_FAIL, CRC_MARK, CRC_NONE = "fail", "mark", "none"  # message_columns.py says what each does
 CRC_MODES = (CRC_FAIL, CRC_MARK, CRC_NONE)
-EARLIEST, LATEST = "earliest", "latest"
+EARLIEST_SPEC, LATEST_SPEC = "earliest", "latest"
 # In a JSON offset map, as Spark's Kafka source spells them.
 EARLIEST_IN_JSON, LATEST_IN_JSON = -2, -1
-DEFAULT_FETCH_BYTES = 1 << 20  # 0.7's consumer default is 300 KiB; a bulk load wants fewer round trips
+DEFAULT_SPARK_FETCH_BYTES = 1 << 20  # 0.7's consumer default is 300 KiB; a bulk load wants fewer round trips
 # Each Spark task costs about 0.3 s besides its rows here (launch to first fetch ~0.1 s,
 # closing and committing its Parquet file ~0.15 s): a 64 MiB piece (~300,000 messages of
 # 200 bytes, ~0.3 s of reading per core) spent as long on that as on its rows. 256 MiB keeps
@@ -87,9 +87,9 @@ class ReadOptions:
     topic: str
     zk_connect: str | None = None
     brokers: Mapping[int, tuple[str, int]] | None = None  # from broker.list
-    starting: OffsetSpec = EARLIEST
-    ending: OffsetSpec = LATEST
-    fetch_bytes: int = DEFAULT_FETCH_BYTES
+    starting: OffsetSpec = EARLIEST_SPEC
+    ending: OffsetSpec = LATEST_SPEC
+    fetch_bytes: int = DEFAULT_SPARK_FETCH_BYTES
     split_bytes: int = DEFAULT_SPLIT_BYTES
     crc: str = CRC_FAIL
     decoder: str = DECODER_NONE
@@ -127,9 +127,9 @@ class ReadOptions:
             raise OptionError(f"decoder {decoder!r} is not none, json, text or package.module:function")
         return cls(
             topic=topic, zk_connect=zk_connect, brokers=brokers,
-            starting=parse_offset_spec(given.get("startingoffsets", EARLIEST), "startingOffsets"),
-            ending=parse_offset_spec(given.get("endingoffsets", LATEST), "endingOffsets"),
-            fetch_bytes=_int(given, "fetch.size", DEFAULT_FETCH_BYTES, low=1, high=MAX_FETCH_BYTES),
+            starting=parse_offset_spec(given.get("startingoffsets", EARLIEST_SPEC), "startingOffsets"),
+            ending=parse_offset_spec(given.get("endingoffsets", LATEST_SPEC), "endingOffsets"),
+            fetch_bytes=_int(given, "fetch.size", DEFAULT_SPARK_FETCH_BYTES, low=1, high=MAX_FETCH_BYTES),
             split_bytes=_int(given, "split.size", DEFAULT_SPLIT_BYTES, low=0),
             crc=crc, decoder=decoder,
             decoder_errors=_choice(given, "decoder.errors", DECODER_ERRORS, "fail"),
@@ -145,7 +145,7 @@ class ReadOptions:
 
 def parse_offset_spec(text: str, option: str) -> OffsetSpec:
     """``earliest``, ``latest`` (startingOffsets only has both) or a JSON offset map."""
-    words = (EARLIEST, LATEST) if option == "startingOffsets" else (LATEST,)
+    words = (EARLIEST_SPEC, LATEST_SPEC) if option == "startingOffsets" else (LATEST_SPEC,)
     stripped = text.strip()
     if stripped.lower() in words:
         return stripped.lower()

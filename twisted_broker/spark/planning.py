@@ -72,16 +72,15 @@ from twisted_broker.client.replicated_topics import (
 from twisted_broker.client.simple_consumer import LATEST_TIME, SimpleConsumer
 from twisted_broker.errors import WrongPartition
 from twisted_broker.spark.options import (
-    EARLIEST, EARLIEST_IN_JSON, LATEST, LATEST_IN_JSON, OffsetSpec, ReadOptions,
+    EARLIEST_SPEC, EARLIEST_IN_JSON, LATEST_SPEC, LATEST_IN_JSON, OffsetSpec, ReadOptions,
 )
-from twisted_broker.spark.splits import SPLIT_PROBE_BYTES, split_range
+from twisted_broker.spark.splits import SPLIT_PROBE_BYTES, OffsetRange, PlannedPartition, split_range
 
 log = logging.getLogger(__name__)
 
 MAX_SEGMENT_OFFSETS = 1_000_000  # "all of them": a partition has far fewer segments
-ZK_TIMEOUT_S = 10.0
+PLANNING_ZK_TIMEOUT_S = 10.0
 
-Target = BrokerPartition | ReplicatedPartition  # a 0.7 broker-partition, or a replicated partition
 T = TypeVar("T")
 
 
@@ -102,30 +101,12 @@ class PartitionOffsets:
     segment_starts: tuple[int, ...]  # ascending, earliest first
 
 
-@dataclass(frozen=True, order=True)
-class OffsetRange:
-    """Log offsets ``[start, end)`` of one partition; both are message boundaries."""
-
-    target: Target
-    start: int
-    end: int
-
-    @property
-    def name(self) -> str:
-        return self.target.name
-
-    @property
-    def size_bytes(self) -> int:
-        return self.end - self.start
-
-
-Consumers = ConsumerPool  # the planner's name for it: one SimpleConsumer per broker address
 
 
 # -- 1. partitions ---------------------------------------------------------------------------
 
-def discover_partitions(topic: str, consumers: Consumers, *, zk_connect: str | None = None,
-                        brokers: Mapping[int, tuple[str, int]] | None = None) -> list[Target]:
+def discover_partitions(topic: str, consumers: ConsumerPool, *, zk_connect: str | None = None,
+                        brokers: Mapping[int, tuple[str, int]] | None = None) -> list[PlannedPartition]:
     """The topic's partitions on live brokers, sorted: 0.7 broker-partitions, or a replicated
     topic's partitions that have a live replica. Raises PlanningError if there are none,
     ConnectionError if ZooKeeper or a listed broker cannot be reached."""
@@ -155,10 +136,10 @@ def discover_partitions(topic: str, consumers: Consumers, *, zk_connect: str | N
     return found
 
 
-def _registered_partitions(topic: str, zk_connect: str) -> list[Target]:
+def _registered_partitions(topic: str, zk_connect: str) -> list[PlannedPartition]:
     # kazoo lives behind registry/: imported here so executors and broker.list users never load it.
     from twisted_broker.registry.replication_view import ReplicationView
-    with ReplicationView(zk_connect, timeout_s=ZK_TIMEOUT_S) as view:
+    with ReplicationView(zk_connect, timeout_s=PLANNING_ZK_TIMEOUT_S) as view:
         try:
             replicated = registered_replicated_topic(view, topic)
         except ValueError as exc:
@@ -176,7 +157,7 @@ def _live(topic: ReplicatedTopic) -> list[ReplicatedPartition]:
     return [target for target in found if target.replicas]
 
 
-def ask_replicas(consumers: Consumers, target: Target, call: Callable[[SimpleConsumer], T]) -> T:
+def ask_replicas(consumers: ConsumerPool, target: PlannedPartition, call: Callable[[SimpleConsumer], T]) -> T:
     """``call(consumer)`` on the first of ``target``'s replicas that answers: one try each.
 
     A 0.7 partition has one; its errors are raised as they are. For a replicated partition, a
@@ -209,7 +190,7 @@ def partition_offsets(consumer: SimpleConsumer, topic: str, partition: int) -> P
     return PartitionOffsets(earliest=ascending[0], latest=ascending[-1], segment_starts=tuple(ascending[:-1]))
 
 
-def replica_offsets(consumers: Consumers, topic: str, target: Target, *, at_least: int = 0,
+def replica_offsets(consumers: ConsumerPool, topic: str, target: PlannedPartition, *, at_least: int = 0,
                     timeout_ms: int = 0, clock: Callable[[], float] = time.monotonic,
                     sleep: Callable[[float], None] = time.sleep) -> PartitionOffsets:
     """The partition's offsets from its first replica that answers (``ask_replicas``).
@@ -241,15 +222,15 @@ def _given_offset(spec: OffsetSpec, name: str) -> int:
 
 def resolve_offset(spec: OffsetSpec, name: str, offsets: PartitionOffsets, *, default: int) -> int:
     """The offset ``spec`` names for partition ``name`` (``default`` when a JSON omits it)."""
-    if spec == EARLIEST:
+    if spec == EARLIEST_SPEC:
         return offsets.earliest
-    if spec == LATEST:
+    if spec == LATEST_SPEC:
         return offsets.latest
     offset = spec.get(name, default)
     return {EARLIEST_IN_JSON: offsets.earliest, LATEST_IN_JSON: offsets.latest}.get(offset, offset)
 
 
-def plan_ranges(options: ReadOptions, consumers: Consumers) -> list[OffsetRange]:
+def plan_ranges(options: ReadOptions, consumers: ConsumerPool) -> list[OffsetRange]:
     """The ``[start, end)`` of every partition to read (empty ones included), unsplit.
 
     Raises DataLoss for a start before the earliest offset (unless ``failOnDataLoss`` is
@@ -293,7 +274,7 @@ def plan_ranges(options: ReadOptions, consumers: Consumers) -> list[OffsetRange]
 
 # -- 3. splits -------------------------------------------------------------------------------
 
-def plan_splits(options: ReadOptions, ranges: list[OffsetRange], consumers: Consumers) -> list[OffsetRange]:
+def plan_splits(options: ReadOptions, ranges: list[OffsetRange], consumers: ConsumerPool) -> list[OffsetRange]:
     """Every non-empty range, split per ``options.split_bytes``; in partition order."""
     pieces = []
     probes = sorted({min(SPLIT_PROBE_BYTES, options.fetch_bytes), options.fetch_bytes})
@@ -313,9 +294,9 @@ def plan_splits(options: ReadOptions, ranges: list[OffsetRange], consumers: Cons
 
 
 @contextmanager
-def planner(options: ReadOptions) -> Iterator[Consumers]:
+def planner(options: ReadOptions) -> Iterator[ConsumerPool]:
     """Consumers for planning, closed at the end."""
-    consumers = Consumers(options.socket_timeout_ms)
+    consumers = ConsumerPool(options.socket_timeout_ms)
     try:
         yield consumers
     finally:

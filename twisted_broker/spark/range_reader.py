@@ -68,7 +68,7 @@ from twisted_broker.codec.kafka07.responses import NO_ERROR
 log = logging.getLogger(__name__)
 
 PREFETCH_DEPTH = 2  # fetched chunks waiting to be decoded, at most (memory: 2 x fetch.size)
-Replica = tuple[int, str, int]  # broker id, host, port
+ReplicaAddress = tuple[int, str, int]  # broker id, host, port
 
 
 class NotAMessageBoundary(InvalidMessage):
@@ -195,7 +195,7 @@ def read_range(topic: str, broker_id: int, partition: int, host: str, port: int,
                                                     crc=crc, where=where, broker_id=broker_id)
 
 
-def read_replicas(topic: str, partition: int, replicas: Sequence[Replica], start: int, end: int, *,
+def read_replicas(topic: str, partition: int, replicas: Sequence[ReplicaAddress], start: int, end: int, *,
                   fetch_bytes: int, crc: str, socket_timeout_ms: int, failover_timeout_ms: int,
                   clock: Callable[[], float] = time.monotonic,
                   sleep: Callable[[float], None] = time.sleep) -> Iterator[MessageColumns]:

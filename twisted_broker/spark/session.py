@@ -17,11 +17,11 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from twisted_broker.spark import executor_code
+from twisted_broker.spark.standalone import LOOPBACK
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-LOOPBACK = "127.0.0.1"
 DEFAULT_CONF = {
     "spark.driver.host": LOOPBACK,
     "spark.driver.bindAddress": LOOPBACK,

@@ -1,4 +1,4 @@
-"""Cutting a planned range at message starts (planning.py's step 3, "Splits").
+"""Planned ranges (OffsetRange), and cutting them at message starts (planning.py's step 3, "Splits").
 
 Offsets are byte positions, so a split point cannot be computed: a range is cut near evenly
 spaced targets, each moved to a real message start found by a small fetch at the target
@@ -11,21 +11,37 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterable
-from dataclasses import replace
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, replace
 
+from twisted_broker.client.cluster import BrokerPartition, ReplicatedPartition
 from twisted_broker.client.simple_consumer import SimpleConsumer
 from twisted_broker.errors import InvalidMessage
 from twisted_broker.codec.kafka07.message_search import find_message_start
 from twisted_broker.codec.kafka07.requests import FetchRequest
 
-if TYPE_CHECKING:
-    from twisted_broker.spark.planning import OffsetRange
-
 log = logging.getLogger(__name__)
 
 SPLIT_PROBE_BYTES = 64 * 1024  # the first look for a message start; fetch.size the second
 MIN_PROBE_BYTES = 512  # the smallest window tried when a broker refuses a probe
+
+PlannedPartition = BrokerPartition | ReplicatedPartition  # a 0.7 broker-partition, or a replicated partition
+
+
+@dataclass(frozen=True, order=True)
+class OffsetRange:
+    """Log offsets ``[start, end)`` of one partition; both are message boundaries."""
+
+    target: PlannedPartition
+    start: int
+    end: int
+
+    @property
+    def name(self) -> str:
+        return self.target.name
+
+    @property
+    def size_bytes(self) -> int:
+        return self.end - self.start
 
 
 def split_range(consumer: SimpleConsumer, topic: str, whole: OffsetRange, *, split_bytes: int,

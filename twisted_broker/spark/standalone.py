@@ -37,7 +37,7 @@ LOOPBACK = "127.0.0.1"
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
 START_TIMEOUT_S = 90.0
-STOP_TIMEOUT_S = 10.0
+SPARK_STOP_TIMEOUT_S = 10.0
 
 # Run by /bin/sh inside the worker's new mount namespace: "$@" is the worker's command.
 # A kept path is bound aside before its parent is covered, then bound back over the tmpfs.
@@ -162,7 +162,7 @@ class StandaloneCluster:
         """End every process group started, workers first (SIGTERM, then SIGKILL)."""
         for process in reversed(self.processes):
             _signal_group(process, signal.SIGTERM)
-        deadline = time.monotonic() + STOP_TIMEOUT_S
+        deadline = time.monotonic() + SPARK_STOP_TIMEOUT_S
         for process in reversed(self.processes):
             try:
                 process.wait(max(0.0, deadline - time.monotonic()))

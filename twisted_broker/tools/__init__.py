@@ -1,4 +1,4 @@
-"""The subcommands of ``twisted-broker`` (INTERFACES.md), one module per subcommand or family.
+"""The subcommands of ``twisted-broker`` (README.md, "Command line"), one module per subcommand or family.
 
 ==================  ===========================================================================
 cluster.py          the --zk / --broker-list / --topic / --partition arguments and what they name

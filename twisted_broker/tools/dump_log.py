@@ -8,7 +8,7 @@ valid or not), and a compressed wrapper is followed by its inner messages, inden
 numbered (they share the wrapper's offset, spec 3.5).
 
 A record batch produced on the modern listener is stored as one gzip wrapper that carries the
-batch in its gzip headers (docs/kafka-protocol.md §3; kafka_wire/stored_batch.py recognises
+batch in its gzip headers (docs/kafka-protocol.md §3; storage/stored_batch.py recognises
 it). Its 0.7 line is followed by a ``batch:`` line (base offset, record count, producer id,
 epoch and base sequence, compression, leader epoch, CRC32C check) and one ``record:`` line per
 record with its modern offset (base offset + delta) and timestamp; ``--payloads`` adds each
@@ -34,7 +34,7 @@ from typing import TextIO
 
 from twisted_broker.errors import InvalidMessage
 from twisted_broker.codec.kafka.record_batch import CorruptBatch, Record, decode_batch
-from twisted_broker.codec.kafka.record_compression import CODEC_NAMES, UnsupportedCompression
+from twisted_broker.codec.kafka.record_compression import RECORD_CODEC_NAMES, UnsupportedCompression
 from twisted_broker.storage.stored_batch import StoredBatchError, is_stored_batch, stored_pieces
 from twisted_broker.storage.segment import parse_segment_file_name
 from twisted_broker.tools.errors import CommandError
@@ -43,14 +43,14 @@ from twisted_broker.codec.kafka07.message import Message
 from twisted_broker.codec.kafka07.message_set import expand_wrapper, iter_entries
 
 HELP = "print the messages of segment files with offsets and CRC checks (DumpLogSegments)"
-PAYLOAD_PREVIEW_BYTES = 1024  # of each payload printed with --payloads
+DUMP_PAYLOAD_BYTES = 1024  # of each payload printed with --payloads
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("files", nargs="+", metavar="FILE", help="segment files (<offset>.kafka)")
     parser.add_argument("--payloads", action="store_true",
                         help=f"also print each payload, and each stored record's key, headers and value "
-                             f"(escaped, at most {PAYLOAD_PREVIEW_BYTES} bytes each)")
+                             f"(escaped, at most {DUMP_PAYLOAD_BYTES} bytes each)")
 
 
 @dataclass
@@ -72,7 +72,7 @@ def describe(message: Message) -> str:
             f"crc: {message.crc:#010x} valid: {'true' if message.is_valid() else 'false'}")
 
 
-def escape_payload(payload: bytes | memoryview, limit: int = PAYLOAD_PREVIEW_BYTES) -> str:
+def escape_payload(payload: bytes | memoryview, limit: int = DUMP_PAYLOAD_BYTES) -> str:
     """The payload as printable ASCII on one line (Python's bytes escapes), cut at ``limit``."""
     text = repr(bytes(payload[:limit]))[2:-1]
     return text + f"... ({len(payload)} bytes)" if len(payload) > limit else text
@@ -140,7 +140,7 @@ def _dump_batch(entry: memoryview, offset: int, out: TextIO, payloads: bool, res
         return 1
     out.write(f"  batch: base offset: {header.base_offset} records: {header.records_count} "
               f"producer id: {header.producer_id} epoch: {header.producer_epoch} "
-              f"sequence: {header.base_sequence} compression: {CODEC_NAMES[header.compression]} "
+              f"sequence: {header.base_sequence} compression: {RECORD_CODEC_NAMES[header.compression]} "
               f"leader epoch: {header.partition_leader_epoch} crc32c: valid\n")
     for index, record in enumerate(records, 1):
         out.write(f"  record: {index}/{len(records)} offset: {record.offset} timestamp: {record.timestamp}\n")

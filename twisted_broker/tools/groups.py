@@ -40,7 +40,7 @@ from twisted_broker.tools.table import format_table
 
 HELP = "show consumer groups: per partition owner, committed offset, latest offset, lag (ConsumerOffsetChecker)"
 RESET_HELP = "set a stopped consumer group's offsets of a topic to earliest, latest or a time"
-HEADER = ("GROUP", "TOPIC", "PID", "OFFSET", "LOGSIZE", "LAG", "OWNER")  # ConsumerOffsetChecker's columns
+OFFSET_CHECKER_HEADER = ("GROUP", "TOPIC", "PID", "OFFSET", "LOGSIZE", "LAG", "OWNER")  # ConsumerOffsetChecker's columns
 UNKNOWN = "-"
 
 
@@ -68,7 +68,7 @@ def _partition_key(name: str) -> tuple:
 
 
 def group_rows(view, consumers: cluster.Consumers, lookup: ModernLookup, group: str, topic: str) -> list[tuple]:
-    """One row of HEADER per partition of ``topic`` that is registered, committed or owned."""
+    """One row of OFFSET_CHECKER_HEADER per partition of ``topic`` that is registered, committed or owned."""
     replicated = registered_replicated_topic(view, topic)
     if replicated is not None:
         modern = {str(partition): partition for partition in range(replicated.partition_count)}
@@ -133,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
                 for topic in [args.topic] if args.topic else view.group_topics(group):
                     rows += group_rows(view, consumers, lookup, group, topic)
     if rows:
-        print("\n".join(format_table(HEADER, rows)))
+        print("\n".join(format_table(OFFSET_CHECKER_HEADER, rows)))
     return 0
 
 

@@ -93,7 +93,7 @@ def target_index(topic: str, source_partition: str, count: int) -> int:
     return zlib.crc32(f"{topic}/{source_partition}".encode()) % count
 
 
-class Target:
+class MirrorTarget:
     """The target cluster: where a topic's messages go, and a SyncProducer per broker there."""
 
     def __init__(self, args: argparse.Namespace) -> None:
@@ -153,7 +153,7 @@ class Target:
 class MirrorThread(threading.Thread):
     """One stream: a connector of its own on the source, its batches, its commits."""
 
-    def __init__(self, index: int, args: argparse.Namespace, topic_filter: TopicFilter, target: Target,
+    def __init__(self, index: int, args: argparse.Namespace, topic_filter: TopicFilter, target: MirrorTarget,
                  stop: threading.Event, progress: Progress, progress_lock: threading.Lock) -> None:
         super().__init__(name=f"mirror-{index}", daemon=True)
         self._args, self._filter, self._target, self._stopping = args, topic_filter, target, stop
@@ -224,10 +224,10 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(str(exc)) from None
     stop = threading.Event()
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
-    target: Target | None = None
+    target: MirrorTarget | None = None
     threads: list[MirrorThread] = []
     try:
-        target = Target(args)
+        target = MirrorTarget(args)
         with Progress("mirror") as progress:
             lock = threading.Lock()
             threads = [MirrorThread(index, args, topic_filter, target, stop, progress, lock)

@@ -31,7 +31,7 @@ from twisted_broker.tools.table import format_table
 ELECTION_HELP = "move leadership back to each partition's first (preferred) replica"
 REASSIGN_HELP = "change partitions' replicas; the controller copies the data before dropping a replica"
 DEFAULT_TIMEOUT_S = 60.0
-POLL_S = 0.2
+STATUS_POLL_S = 0.2
 _ERASE = "\r\x1b[K"  # back to column 0, erase to the end of the line (as tools/progress.py)
 
 
@@ -61,7 +61,7 @@ def _seconds(text: str) -> float:
 
 def wait_until(status: Callable[[], str | None], *, timeout_s: float, label: str, failure: str,
                stream: TextIO | None = None, clock: Callable[[], float] = time.monotonic) -> None:
-    """Call ``status`` every POLL_S until it returns None (done). Otherwise it returns what
+    """Call ``status`` every STATUS_POLL_S until it returns None (done). Otherwise it returns what
     is still to happen, shown as ``label: <status> (N s)`` while attached to a terminal.
 
     Raises CommandError(``failure``, with the last status) after ``timeout_s``.
@@ -82,7 +82,7 @@ def wait_until(status: Callable[[], str | None], *, timeout_s: float, label: str
                 stream.write(f"{_ERASE}{label}: {text} ({waited_s:.0f} s)")
                 stream.flush()
                 drawn = True
-            time.sleep(POLL_S)
+            time.sleep(STATUS_POLL_S)
     finally:
         if drawn:
             stream.write(_ERASE)

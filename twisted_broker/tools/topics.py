@@ -32,7 +32,7 @@ from twisted_broker.tools.errors import CommandError, UsageError
 from twisted_broker.tools.table import format_table
 
 HELP = "list, describe (leader, replicas, ISR) or create topics"
-HEADER = ("TOPIC", "BROKER", "ADDRESS", "PARTITIONS")
+TOPICS_HEADER = ("TOPIC", "BROKER", "ADDRESS", "PARTITIONS")
 REPLICATED_HEADER = ("TOPIC", "PARTITIONS", "REPLICATION-FACTOR")
 DESCRIBE_HEADER = ("TOPIC", "PARTITION", "LEADER", "REPLICAS", "ISR")
 
@@ -131,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             first = format_table(REPLICATED_HEADER, replicated_rows(view, replicated)) if replicated else []
         rows_07 = topic_rows(view, topics_07)
-    tables = [table for table in (format_table(HEADER, rows_07) if rows_07 else [], first) if table]
+    tables = [table for table in (format_table(TOPICS_HEADER, rows_07) if rows_07 else [], first) if table]
     if tables:  # a blank line between the two kinds of topic
         print("\n\n".join("\n".join(table) for table in tables))
     return 0

@@ -7,10 +7,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from twisted_broker.client.errors import UnexpectedResponse
 from twisted_broker.client.fetched_message_set import FetchedMessageSet, decode_multifetch_response
 from twisted_broker.errors import (
-    InvalidFetchSize, InvalidMessageSize, OffsetOutOfRange, UnknownError, UnknownMagic, WrongPartition,
+    InvalidFetchSize, InvalidMessageSize, OffsetOutOfRange, UnexpectedResponse, UnknownError, UnknownMagic,
+    WrongPartition,
 )
 from twisted_broker.codec.kafka07.compression import GZIP, SNAPPY
 from twisted_broker.codec.kafka07.message import MAGIC_0, make_message

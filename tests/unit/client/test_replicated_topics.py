@@ -9,7 +9,7 @@ from twisted_broker.client.replicated_topics import (
     FAIL, RETRY, TopicMetadataCache, ack_error, ack_outcome, replicated_topic,
 )
 from twisted_broker.errors import WrongPartition
-from twisted_broker.replication.errors import NotEnoughReplicas
+from twisted_broker.codec.kafka07.replication_errors import NotEnoughReplicas
 from twisted_broker.codec.kafka07.replication import Metadata, PartitionMetadata, TopicMetadata
 
 BROKERS = ((0, "h0", 9000), (1, "h1", 9001))

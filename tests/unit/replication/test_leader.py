@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from twisted_broker.replication.errors import NotEnoughReplicas, NotLeaderForPartition
+from twisted_broker.codec.kafka07.replication_errors import NotEnoughReplicas, NotLeaderForPartition
 from twisted_broker.replication.leader import Decision, LeaderPartition
 
 LAG_MS = 10_000

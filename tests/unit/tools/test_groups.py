@@ -2,7 +2,7 @@
 
 from twisted_broker.client.modern_lookup import ModernLookup
 from twisted_broker.registry.paths import BrokerInfo
-from twisted_broker.tools.groups import HEADER, group_rows
+from twisted_broker.tools.groups import OFFSET_CHECKER_HEADER, group_rows
 from twisted_broker.tools.table import format_table
 
 
@@ -62,7 +62,7 @@ def test_a_row_per_partition_registered_committed_or_owned():
         ("g", "t", "2-3", 7, "-", "-", "none"),
         ("g", "t", "10-0", 5, "-", "-", "none"),
     ]
-    assert format_table(HEADER, rows)[:2] == [
+    assert format_table(OFFSET_CHECKER_HEADER, rows)[:2] == [
         "GROUP  TOPIC  PID   OFFSET  LOGSIZE  LAG  OWNER",
         "g      t      0-0   100     150      50   none",
     ]

@@ -176,7 +176,7 @@ def test_the_listing_marks_replicated_topics_with_their_factor(monkeypatch, caps
     view = FakeView(assignments={"r": {0: (0, 1, 2), 1: (1, 2)}}, topics_07={"old"})
     assert run(monkeypatch, view, "topics", "--zk", "zk:1") == 0
     assert [line.split() for line in capsys.readouterr().out.splitlines()] == [
-        list(topics.HEADER), ["old", "0", "h:9092", "1"], [],
+        list(topics.TOPICS_HEADER), ["old", "0", "h:9092", "1"], [],
         list(topics.REPLICATED_HEADER), ["r", "2", "2-3"]]
 
 

@@ -26,17 +26,16 @@ import lz4.block
 
 from twisted_broker.codec.kafka import record_compression
 from twisted_broker.codec.kafka.record_compression import GZIP, LZ4, SNAPPY
-from twisted_broker.codec.kafka07.compression import DecompressionError
+from twisted_broker.codec.kafka07.compression import DEFAULT_MAX_BYTES, DecompressionError
 from twisted_broker.codec.kafka07.crc import crc32
 
 _PREFIX = struct.Struct(">qiIBB")  # offset, size, crc, magic, attributes
 _TIMESTAMP = struct.Struct(">q")
 _LENGTH = struct.Struct(">i")
 NO_TIMESTAMP = -1
-CODEC_MASK = 0x07
+MAGIC_01_CODEC_MASK = 0x07
 TIMESTAMP_LOG_APPEND = 0x08
 MAX_DEPTH = 2  # a wrapper holds plain messages; Kafka itself never nests deeper
-DEFAULT_MAX_BYTES = 128 * 1024 * 1024
 
 
 class LegacySetError(ValueError):
@@ -95,7 +94,7 @@ def _decode_into(view: memoryview, records: list[LegacyRecord], max_bytes: int, 
         value, field = _read_bytes(view, field, stop, base)
         if field != stop:
             raise LegacySetError(base + pos, f"{stop - field} bytes after the value")
-        codec = attributes & CODEC_MASK
+        codec = attributes & MAGIC_01_CODEC_MASK
         if codec == 0:
             records.append(LegacyRecord(timestamp, key, value, magic))
         elif depth >= MAX_DEPTH - 1:

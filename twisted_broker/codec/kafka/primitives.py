@@ -16,14 +16,10 @@ from __future__ import annotations
 import struct
 from typing import Any
 
+from twisted_broker.codec.kafka07.primitives import INT16, INT32, INT64, Buffer  # the same as 0.7's
 from twisted_broker.errors import Truncated
 
-Buffer = bytes | bytearray | memoryview
-
 INT8 = struct.Struct(">b")
-INT16 = struct.Struct(">h")
-INT32 = struct.Struct(">i")
-INT64 = struct.Struct(">q")
 UINT32 = struct.Struct(">I")
 _BOOLEAN = struct.Struct(">?")
 

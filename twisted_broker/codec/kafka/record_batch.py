@@ -269,7 +269,7 @@ def _write_bytes(data: bytes | None, out: bytearray) -> None:
 
 
 def build_batch(records: list[Record] | list[tuple], *, base_offset: int = 0,
-                compression: int = record_compression.NONE, producer_id: int = -1,
+                compression: int = record_compression.NO_COMPRESSION, producer_id: int = -1,
                 producer_epoch: int = -1, base_sequence: int = -1, partition_leader_epoch: int = -1,
                 log_append_time: bool = False, transactional: bool = False) -> bytes:
     """A batch of ``records``: Record objects, or ``(timestamp, key, value, headers)`` tuples

@@ -21,16 +21,14 @@ import lz4.frame
 import zstandard
 
 from twisted_broker.codec.kafka07 import compression as legacy
-from twisted_broker.codec.kafka07.compression import DecompressionError
+from twisted_broker.codec.kafka07.compression import (  # codecs 0-2 are 0.7's, with its bound
+    DEFAULT_MAX_BYTES, GZIP, NO_COMPRESSION, SNAPPY, DecompressionError,
+)
 
-NONE = 0
-GZIP = 1
-SNAPPY = 2
 LZ4 = 3
 ZSTD = 4
-CODEC_NAMES = {NONE: "none", GZIP: "gzip", SNAPPY: "snappy", LZ4: "lz4", ZSTD: "zstd"}
-CODECS_BY_NAME = {name: codec for codec, name in CODEC_NAMES.items()}
-DEFAULT_MAX_BYTES = legacy.DEFAULT_MAX_BYTES
+RECORD_CODEC_NAMES = {NO_COMPRESSION: "none", GZIP: "gzip", SNAPPY: "snappy", LZ4: "lz4", ZSTD: "zstd"}
+RECORD_CODECS_BY_NAME = {name: codec for codec, name in RECORD_CODEC_NAMES.items()}
 
 _ZSTD_READ_BYTES = 1 << 20
 
@@ -45,7 +43,7 @@ class UnsupportedCompression(ValueError):
 
 def compress(codec: int, data: bytes | memoryview) -> bytes:
     """``data`` compressed as Kafka's Java client would send it (snappy: xerial framing)."""
-    if codec == NONE:
+    if codec == NO_COMPRESSION:
         return bytes(data)
     if codec == GZIP:
         return legacy.compress(legacy.GZIP, data)
@@ -60,7 +58,7 @@ def compress(codec: int, data: bytes | memoryview) -> bytes:
 
 def decompress(codec: int, data: bytes | memoryview, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes:
     """The records of a batch, uncompressed. Raises DecompressionError or UnsupportedCompression."""
-    if codec == NONE:
+    if codec == NO_COMPRESSION:
         return bytes(data)
     if codec == GZIP:
         return legacy.decompress(legacy.GZIP, data, max_bytes)

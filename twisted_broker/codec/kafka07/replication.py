@@ -42,6 +42,7 @@ REPLICA_FETCH = 100
 EPOCH_END_OFFSET = 101
 PRODUCE_ACK = 102
 METADATA = 103
+NOT_REPLICATED = 3  # a topic's error in a Metadata answer: a 0.7 topic, whose partitions are per broker
 REPLICATION_REQUEST_NAMES = {REPLICA_FETCH: "replica-fetch", EPOCH_END_OFFSET: "epoch-end-offset",
                              PRODUCE_ACK: "produce-ack", METADATA: "metadata"}
 

@@ -28,6 +28,9 @@ FETCH = 1
 MULTIFETCH = 2
 MULTIPRODUCE = 3
 OFFSETS = 4
+# The Offsets request's special times (0.7's OffsetRequest.LatestTime / EarliestTime).
+LATEST_TIME = -1
+EARLIEST_TIME = -2
 REQUEST_NAMES = {PRODUCE: "produce", FETCH: "fetch", MULTIFETCH: "multifetch",
                  MULTIPRODUCE: "multiproduce", OFFSETS: "offsets"}
 

@@ -1,5 +1,5 @@
 """What goes in and out of a group's state machine (state.py) and the coordinator: plain values,
-errors as Kafka's error codes (kafka_wire/errors.py)."""
+errors as Kafka's error codes (codec/kafka/errors.py)."""
 
 from __future__ import annotations
 

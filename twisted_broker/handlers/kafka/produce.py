@@ -39,7 +39,7 @@ from twisted_broker.codec.kafka.record_batch import (
     CorruptBatch, batch_values, build_batch, check_batch, record_set_magic, split_batches,
 )
 from twisted_broker.codec.kafka.record_compression import UnsupportedCompression
-from twisted_broker.replication.errors import RequestTimedOut
+from twisted_broker.codec.kafka07.replication_errors import RequestTimedOut
 from twisted_broker.handlers.kafka07.held_fetch import HeldFetch
 from twisted_broker.handlers.kafka.partitions import PartitionError, PartitionFinder, Target, partition_answers
 from twisted_broker.server.stats import BrokerStats

@@ -19,7 +19,7 @@ from twisted_broker.errors import InvalidMessage, InvalidTopic, KafkaError, Mess
 from twisted_broker.registry import replication_paths
 from twisted_broker.replication.admin import Kafka07Topic, create_replicated_topic, wait_for_leaders
 from twisted_broker.replication.assignment import AssignmentError
-from twisted_broker.replication.errors import RequestTimedOut
+from twisted_broker.codec.kafka07.replication_errors import RequestTimedOut
 from twisted_broker.replication.replica import Replica
 from twisted_broker.replication.replica_manager import ReplicaManager
 from twisted_broker.storage.segment import FileRegion

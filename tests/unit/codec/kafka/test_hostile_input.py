@@ -38,7 +38,7 @@ def test_a_valid_request_with_bytes_changed_decodes_or_is_a_request_error(data, 
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.data(), st.sampled_from(sorted(record_compression.CODEC_NAMES)))
+@given(st.data(), st.sampled_from(sorted(record_compression.RECORD_CODEC_NAMES)))
 def test_a_batch_with_bytes_changed_decodes_or_is_a_batch_error(data, codec):
     items = [(i, b"k%d" % i, bytes([i]) * (i * 40), [("h", b"x")]) for i in range(5)]
     batch = bytearray(build_batch(items, compression=codec))

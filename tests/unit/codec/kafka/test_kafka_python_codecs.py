@@ -106,7 +106,7 @@ def test_metadata_v0_request_matches_kafka_python():
 
 
 def test_produce_v7_request_with_kafka_pythons_batch_decodes():
-    batch = bytes(_their_batch(record_compression.NONE, [(b"k", b"v", [])]))
+    batch = bytes(_their_batch(record_compression.NO_COMPRESSION, [(b"k", b"v", [])]))
     request = old_produce.ProduceRequest[7](None, -1, 30000, [("t", [(3, batch)])]).encode()
     body, _ = REQUESTS[PRODUCE, 7].decode(request, 0)
     assert (body["acks"], body["timeout_ms"]) == (-1, 30000)
@@ -194,8 +194,8 @@ def _their_batch(codec, items, base_sequence=-1, producer_id=-1):
 ITEMS = [(b"key", b"value", [("h", b"1")]), (None, b"x" * 3000, []), (b"k2", None, [("a", None)])]
 
 
-@pytest.mark.parametrize("codec", sorted(record_compression.CODEC_NAMES),
-                         ids=lambda c: record_compression.CODEC_NAMES[c])
+@pytest.mark.parametrize("codec", sorted(record_compression.RECORD_CODEC_NAMES),
+                         ids=lambda c: record_compression.RECORD_CODEC_NAMES[c])
 def test_kafka_python_batches_decode_with_every_codec(codec):
     batch = bytes(_their_batch(codec, ITEMS, base_sequence=5, producer_id=77))
     header, records = decode_batch(batch)
@@ -205,8 +205,8 @@ def test_kafka_python_batches_decode_with_every_codec(codec):
     assert batch_values(batch) == [v for _, v, _ in ITEMS]
 
 
-@pytest.mark.parametrize("codec", sorted(record_compression.CODEC_NAMES),
-                         ids=lambda c: record_compression.CODEC_NAMES[c])
+@pytest.mark.parametrize("codec", sorted(record_compression.RECORD_CODEC_NAMES),
+                         ids=lambda c: record_compression.RECORD_CODEC_NAMES[c])
 def test_our_batches_decode_with_kafka_python(codec):
     batch = build_batch([(1_700_000_000_000 + i, k, v, h) for i, (k, v, h) in enumerate(ITEMS)],
                         base_offset=40, compression=codec)
@@ -220,4 +220,4 @@ def test_an_uncompressed_batch_is_byte_for_byte_kafka_pythons():
     items = [(1_700_000_000_000 + i, k, v, h) for i, (k, v, h) in enumerate(ITEMS)]
     # kafka-python leaves the leader epoch 0 where Java writes -1: the broker stamps it anyway.
     ours = build_batch(items, partition_leader_epoch=0)
-    assert ours == bytes(_their_batch(record_compression.NONE, ITEMS))
+    assert ours == bytes(_their_batch(record_compression.NO_COMPRESSION, ITEMS))

@@ -12,7 +12,7 @@ from twisted_broker.codec.kafka.record_batch import (
 )
 from twisted_broker.codec.kafka.record_compression import UnsupportedCompression
 
-CODECS = sorted(record_compression.CODEC_NAMES)
+CODECS = sorted(record_compression.RECORD_CODEC_NAMES)
 
 # One record, no compression: a batch written out field by field.
 ONE_RECORD = (

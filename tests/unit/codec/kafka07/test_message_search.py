@@ -1,5 +1,5 @@
 """Finding where messages start in raw log bytes read from an arbitrary offset
-(wire/message_search.py): the debug port's tail, the web console's newest page, Spark's splits."""
+(codec/kafka07/message_search.py): the debug port's tail, the web console's newest page, Spark's splits."""
 
 from __future__ import annotations
 
