@@ -191,10 +191,7 @@ class ProduceRequests:
         if target.replica is not None and count:
             self.partitions.replication.manager.appended(target.replica)
         topic = target.replica.topic if target.replica is not None else log_.topic
-        for stats in (self.stats.topic(topic), self.stats.all_topics):
-            stats.messages_in += count
-            stats.bytes_in += size
-        self.stats.appended(topic, log_.partition, count)
+        self.stats.produced(topic, log_.partition, count, size)
         return first
 
     def _visible(self, log_: Log, end: int, timeout_ms: int) -> Deferred:

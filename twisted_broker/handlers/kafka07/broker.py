@@ -110,10 +110,7 @@ class Broker:
             self._failed_produce(topic)
             log.error("append to %s-%s failed: %s", topic, partition, exc)
             raise CloseConnection(f"produce to {topic}-{partition}: disk error") from exc
-        for stats in (self.stats.topic(topic), self.stats.all_topics):
-            stats.messages_in += messages.message_count
-            stats.bytes_in += len(messages)
-        self.stats.appended(topic, partition, messages.message_count)
+        self.stats.produced(topic, partition, messages.message_count, len(messages))
 
     def _append_0_7(self, request: ProduceRequest) -> int:
         """A ProduceAck part for a 0.7 topic: appended as 0.7 does; returns its offset.
@@ -123,9 +120,7 @@ class Broker:
             partition = self._choose(self.logs.partitions_for(request.topic))
         messages = validate_message_set(request.messages, max_message_size=self.max_message_size)
         offset = self.logs.get_or_create_log(request.topic, partition).append(messages)
-        for stats in (self.stats.topic(request.topic), self.stats.all_topics):
-            stats.messages_in += messages.message_count
-            stats.bytes_in += len(messages)
+        self.stats.produced(request.topic, partition, messages.message_count, len(messages))
         return offset
 
     def _append_replicated(self, request: ProduceRequest) -> None:

@@ -174,9 +174,7 @@ class ReplicationRequests:
         InvalidMessage (MessageSizeTooLarge) or LogWriteError."""
         validated = validate_message_set(messages, max_message_size=self.max_message_size)
         offset = replica.log.append(validated)
-        for stats in (self.stats.topic(replica.topic), self.stats.all_topics):
-            stats.messages_in += validated.message_count
-            stats.bytes_in += len(validated)
+        self.stats.produced(replica.topic, replica.partition, validated.message_count, len(validated))
         self.manager.appended(replica)
         return offset
 
