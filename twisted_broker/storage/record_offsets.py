@@ -298,9 +298,7 @@ def append_batch(log: Log, batch: bytearray, values: Sequence[bytes | None], lea
     stamp(batch, base, leader_epoch)
     header = read_header(batch)
     entry = encode_stored_entry(batch, values)
-    offset = log.append(ValidatedMessageSet(memoryview(entry), header.records_count))
-    segment = log.segments[-1]
-    position = offset - segment.start
-    segment.offset_index.note_appended(Entry(position, position + len(entry), base, header.records_count,
-                                             header.max_timestamp, STORED, header))
+    log.append_indexed(ValidatedMessageSet(memoryview(entry), header.records_count),
+                       lambda position, end: Entry(position, end, base, header.records_count, header.max_timestamp,
+                                                   STORED, header))
     return base
