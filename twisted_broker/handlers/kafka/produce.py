@@ -40,7 +40,7 @@ from twisted_broker.codec.kafka.record_batch import (
 )
 from twisted_broker.codec.kafka.record_compression import UnsupportedCompression
 from twisted_broker.replication.errors import RequestTimedOut
-from twisted_broker.handlers.kafka07.held_fetch import HeldFetch
+from twisted_broker.replication.replica_manager import ReplicaManager
 from twisted_broker.handlers.kafka.partitions import PartitionError, PartitionFinder, Target, partition_answers
 from twisted_broker.server.stats import BrokerStats
 from twisted_broker.storage.log import Log
@@ -63,8 +63,9 @@ class ProduceRequests:
     which have no time."""
 
     def __init__(self, partitions: PartitionFinder, stats: BrokerStats, *, max_batch_bytes: int, clock,
-                 producer_ids) -> None:
+                 producer_ids, replicas: ReplicaManager | None = None) -> None:
         self.partitions = partitions
+        self.replicas = replicas  # this broker's replicas (commits, appends); None without ZooKeeper
         self.stats = stats
         self.max_batch_bytes = max_batch_bytes
         self.clock = clock
@@ -111,11 +112,10 @@ class ProduceRequests:
                 answer["error_code"] = kafka_errors.KAFKA_STORAGE_ERROR
                 continue
             if acks == -1 and target.replica is not None:
-                manager = self.partitions.replication.manager
-                waits.append((answer, manager.wait_for_commit(target.replica, target.replica.log.written_end,
-                                                              timeout_ms)))
+                waits.append((answer, self.replicas.wait_for_commit(target.replica, target.replica.log.written_end,
+                                                                    timeout_ms)))
             elif acks == -1:
-                waits.append((answer, self._visible(target.log, target.log.written_end, timeout_ms)))
+                waits.append((answer, wait_visible(target.log, target.log.written_end, timeout_ms, self.clock)))
         if waits:
             results = yield DeferredList([waiting for _, waiting in waits], consumeErrors=True)
             for (answer, _), (ok, value) in zip(waits, results):
@@ -189,28 +189,10 @@ class ProduceRequests:
             count += len(values)
             size += len(batch)
         if target.replica is not None and count:
-            self.partitions.replication.manager.appended(target.replica)
+            self.replicas.appended(target.replica)
         topic = target.replica.topic if target.replica is not None else log_.topic
         self.stats.produced(topic, log_.partition, count, size)
         return first
-
-    def _visible(self, log_: Log, end: int, timeout_ms: int) -> Deferred:
-        """Fires once ``log_`` shows consumers everything before ``end``; fails with
-        RequestTimedOut after ``timeout_ms``."""
-        visible: Deferred = Deferred()
-        deadline = self.clock.seconds() + max(timeout_ms, 0) / 1000
-
-        def check() -> None:
-            if log_.end_offset >= end:
-                visible.callback(None)
-            elif self.clock.seconds() >= deadline:
-                visible.errback(RequestTimedOut(f"{log_.name}: not flushed within {timeout_ms} ms"))
-            else:
-                HeldFetch(self.clock, [log_], check, deadline - self.clock.seconds())
-
-        log_.start_flush()
-        check()
-        return visible
 
     def _producers(self, target: Target):
         """The idempotent producers' table of the partition: built from its stored batches the
@@ -221,3 +203,31 @@ class ProduceRequests:
             self.producers.forget(key)
         self._epochs[key] = target.leader_epoch
         return self.producers.table(key, lambda: iter_batch_headers(log_))
+
+
+def wait_visible(log_: Log, end: int, timeout_ms: int, clock) -> Deferred:
+    """Fires once ``log_`` shows consumers everything before ``end`` (acks=all on a 0.7
+    topic); fails with RequestTimedOut after ``timeout_ms``. Asks for the flush at once."""
+    visible: Deferred = Deferred()
+    deadline = clock.seconds() + max(timeout_ms, 0) / 1000
+    timer = None
+
+    def published() -> None:
+        # Called from inside the log's publishing: settle from a clean reactor step.
+        if timer.active():
+            timer.reset(0)
+
+    def settle() -> None:
+        nonlocal timer
+        log_.unwatch_flush(published)
+        if log_.end_offset >= end:
+            visible.callback(None)
+        elif clock.seconds() >= deadline:
+            visible.errback(RequestTimedOut(f"{log_.name}: not flushed within {timeout_ms} ms"))
+        else:
+            timer = clock.callLater(deadline - clock.seconds(), settle)
+            log_.watch_flush(published)
+
+    log_.start_flush()
+    settle()
+    return visible

@@ -32,11 +32,12 @@ def modern_broker(config: BrokerConfig, logs: LogManager, stats: BrokerStats, *,
     topics = TopicRequests(view, num_partitions=config.num_partitions,
                            default_replication_factor=config.default_replication_factor,
                            auto_create=config.auto_create_topics_enable, clock=clock)
-    partitions = PartitionFinder(view, replication)
+    replicas = replication.manager if replication is not None else None
+    partitions = PartitionFinder(view, replicas)
     producer_ids = (ZooKeeperProducerIds(zk, config.brokerid) if zk is not None
                     else FileProducerIds(config.log_dir, config.brokerid))
     produce = ProduceRequests(partitions, stats, max_batch_bytes=config.kafka_max_batch_bytes,
-                              clock=clock, producer_ids=producer_ids)
+                              clock=clock, producer_ids=producer_ids, replicas=replicas)
     fetch = FetchRequests(partitions, stats, clock=clock)
     if zk is not None:
         offsets = ZooKeeperOffsets(zk)

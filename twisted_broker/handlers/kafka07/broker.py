@@ -145,7 +145,7 @@ class Broker:
         """The log a 0.7 fetch or offsets request reads: a replica's (up to its high
         watermark) for a replicated topic. Raises InvalidTopic or WrongPartition."""
         if self.replication is not None and self.replication.cluster.is_replicated(topic):
-            return self.replication.manager.replica(topic, partition).log
+            return self.replication.replica_log(topic, partition)
         return self.logs.get_log(topic, partition)
 
     def _failed_produce(self, topic: str) -> None:

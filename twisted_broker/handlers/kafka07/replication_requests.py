@@ -178,6 +178,11 @@ class ReplicationRequests:
         self.manager.appended(replica)
         return offset
 
+    def replica_log(self, topic: str, partition: int):
+        """The log of this broker's replica of a replicated partition (a 0.7 fetch or offsets
+        request reads it up to its high watermark). Raises WrongPartition."""
+        return self.manager.replica(topic, partition).log
+
     def leader_for_0_7_produce(self, topic: str, partition: int) -> Replica:
         """The replica a 0.7 produce appends to: it must lead, with enough in-sync replicas
         (0.7's produce cannot be acknowledged, so it gets acks=all's checks). Partition -1:
