@@ -31,7 +31,7 @@ from twisted_broker.handlers.debug.replicas import ReplicaCommands
 from twisted_broker.handlers.debug.text import (
     PAYLOAD_PREVIEW_BYTES, CommandError, escape_bytes, format_pairs, format_table, parse_line, quoted_input,
 )
-from twisted_broker.handlers.debug.four_letter_words import FourLetterWords
+from twisted_broker.handlers.debug.four_letter_words import FourLetterWords, is_four_letter_word
 from twisted_broker.handlers.debug.zookeeper import (
     MAX_ZK_CHILDREN, ZK_DATA_PREVIEW_BYTES, ZK_SUBCOMMANDS, ZK_USAGE, ZooKeeperCommands,
 )
@@ -120,6 +120,10 @@ class DebugCommands:
 
     def banner(self) -> list[str]:
         return [f"twisted_broker debug port, broker {self.broker_id}: 'help' lists the commands"]
+
+    def is_one_shot(self, line: str) -> bool:
+        """Whether ``line`` is a four-letter word, answered and closed as a connection's first line."""
+        return is_four_letter_word(line)
 
     def execute(self, line: str) -> Deferred[Answer]:
         """The answer to one command line. Fires at once except for ``zk`` and a slow ``flush``.
