@@ -1,4 +1,4 @@
-"""The telnet-style debug port: one command per line in, plain text out (README.md's debug port).
+"""The telnet-style debug port: one command per line in, plain text out (README.md, Using it).
 
 Usable from telnet or nc: lines end in ``\\n`` (a ``\\r`` before it is dropped), answers end in
 ``\\n`` too, and every answer (and the greeting) ends with an empty line, so a script reads up

@@ -1,4 +1,5 @@
-"""A partition log seen through modern offsets (D1): its end, lookups, fetches, batch appends.
+"""A partition log seen through modern offsets (docs/kafka-protocol.md §2): its end, lookups,
+fetches, batch appends.
 
 Everything answers over the visible part of the log only (flushed, or up to the high
 watermark of a replica's log), except ``iter_batch_headers`` and ``next_offset``, which see
@@ -292,7 +293,7 @@ def next_offset(log: Log) -> int:
 
 
 def append_batch(log: Log, batch: bytearray, values: Sequence[bytes | None], leader_epoch: int) -> int:
-    """Stamp ``batch`` (base offset, leader epoch), store it with its records' ``values`` (D2)
+    """Stamp ``batch`` (base offset, leader epoch), store it with its records' ``values`` (docs/kafka-protocol.md §3)
     and append it; return its base offset. Raises LogWriteError as Log.append does."""
     base = next_offset(log)
     stamp(batch, base, leader_epoch)

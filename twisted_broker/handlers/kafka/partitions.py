@@ -1,5 +1,5 @@
 """Which log of this broker a modern request for (topic, partition) reads or writes, or the
-Kafka error code that says why none (MODERN.md D3).
+Kafka error code that says why none (docs/kafka-protocol.md §4).
 
 A replicated topic's partition is its replica here, which must lead (Kafka's clients fetch
 and produce at the leader only); a 0.7 topic's modern partition is one (broker, local
@@ -16,7 +16,7 @@ from twisted_broker.errors import InvalidTopic, KafkaError, WrongPartition
 from twisted_broker.codec.kafka import errors as kafka_errors
 from twisted_broker.replication.replica import Replica, Role
 from twisted_broker.replication.replica_manager import ReplicaManager
-from twisted_broker.handlers.kafka.topics import ClusterView
+from twisted_broker.handlers.kafka.topics import KafkaClusterView
 from twisted_broker.storage.log import Log
 
 
@@ -36,7 +36,7 @@ class Target:
 
 
 class PartitionFinder:
-    def __init__(self, view: ClusterView, replicas: ReplicaManager | None = None) -> None:
+    def __init__(self, view: KafkaClusterView, replicas: ReplicaManager | None = None) -> None:
         self.view = view
         self.replicas = replicas  # this broker's replicas; None without ZooKeeper
 

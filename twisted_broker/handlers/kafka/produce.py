@@ -3,9 +3,9 @@
 Each partition's record set is checked whole before anything of it is appended: magic 2
 batches by their CRC32C and size (``kafka.max.batch.bytes``, not 0.7's max.message.size);
 a magic 0/1 message set (older clients) is decoded and rebuilt as one magic 2 batch with its
-keys and timestamps. Each batch is stamped with its base offset (MODERN.md D1: the log's
-modern end) and the leader epoch, and stored as one 0.7 gzip wrapper (D2,
-storage/modern_reads.py), so 0.7 consumers read its values.
+keys and timestamps. Each batch is stamped with its base offset (docs/kafka-protocol.md §2:
+the log's modern end) and the leader epoch, and stored as one 0.7 gzip wrapper (§3,
+storage/record_offsets.py), so 0.7 consumers read its values.
 
 Acknowledgement: acks=0 gets no answer; acks=1 once appended; acks=-1 (all) once the batch
 is committed, i.e. visible to consumers, or error 7 at the request's timeout. On a replicated
@@ -15,10 +15,11 @@ data is visible once flushed (``log.visibility``): acks=all asks for the flush a
 flusher groups concurrent requests into one fsync) and answers when it is published, so a
 consumer started after the acknowledgement reads the batch, as with Kafka.
 
-Idempotent producers (MODERN.md D4): InitProducerId hands out ids (idempotence/
-producer_ids.py); a batch with a producer id is checked against its partition's table
-(idempotence/producer_state.py) before it is appended: a retry of one of the last five is
-acknowledged with the offset it was stored at and not stored again.
+Idempotent producers (docs/kafka-protocol.md §5): InitProducerId hands out ids
+(coordinator/producer/producer_ids.py); a batch with a producer id is checked against its
+partition's table (coordinator/producer/producer_state.py) before it is appended: a retry
+of one of the last five is acknowledged with the offset it was stored at and not stored
+again.
 
 Errors per partition (docs/kafka-protocol.md §7): 2 corrupt batch, 3 unknown topic or
 partition, 6 not the leader, 10 batch too large, 19 too few in-sync replicas, 21 bad acks,
@@ -69,7 +70,7 @@ class ProduceRequests:
         self.stats = stats
         self.max_batch_bytes = max_batch_bytes
         self.clock = clock
-        self.producer_ids = producer_ids  # idempotence/producer_ids.py: ZooKeeper's or log.dir's
+        self.producer_ids = producer_ids  # coordinator/producer/producer_ids.py: ZooKeeper's or log.dir's
         self.producers = ProducerStates()
         self._epochs: dict[tuple[str, int], int] = {}  # the leader epoch each table was built in
 

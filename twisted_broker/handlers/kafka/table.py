@@ -17,7 +17,7 @@ from twisted_broker.handlers.kafka.groups import GroupRequests
 from twisted_broker.handlers.kafka.metadata import TopicRequests
 from twisted_broker.handlers.kafka.partitions import PartitionFinder
 from twisted_broker.handlers.kafka.produce import ProduceRequests
-from twisted_broker.handlers.kafka.topics import ClusterView
+from twisted_broker.handlers.kafka.topics import KafkaClusterView
 from twisted_broker.server.stats import BrokerStats
 from twisted_broker.storage.log_manager import LogManager
 
@@ -26,7 +26,7 @@ def modern_broker(config: BrokerConfig, logs: LogManager, stats: BrokerStats, *,
                   clock) -> ModernBroker:
     """The ModernBroker of one broker. ``zk``, ``cluster`` and ``replication`` are None
     without ZooKeeper; ``port()`` is the modern listener's bound port."""
-    view = ClusterView(broker_id=config.brokerid, host=config.hostname or "127.0.0.1", port=port, logs=logs,
+    view = KafkaClusterView(broker_id=config.brokerid, host=config.hostname or "127.0.0.1", port=port, logs=logs,
                        partitions_for=logs.partitions_for, zk=zk, cluster=cluster,
                        controller=replication.controller if replication is not None else None)
     topics = TopicRequests(view, num_partitions=config.num_partitions,
