@@ -14,6 +14,8 @@ from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 
 from twisted_broker.config import BrokerConfig
+from twisted_broker.coordinator.group.offset_store import FileOffsets
+from twisted_broker.coordinator.producer.producer_ids import FileProducerIds
 from twisted_broker.codec.kafka.api_keys import SUPPORTED
 from twisted_broker.network.kafka import KafkaModernFactory
 from twisted_broker.handlers.kafka.table import modern_broker
@@ -82,8 +84,9 @@ def factory(tmp_path):
     logs = LogManager(config.log_dir, now=lambda: 1000.0, partitions_for=config.partitions_for)
     logs.open()
     clock = Clock()
-    broker = modern_broker(config, logs, BrokerStats(RequestStats(60, clock.seconds)), zk=None, cluster=None,
-                           replication=None, port=lambda: 9094, clock=clock)
+    broker = modern_broker(config, logs, BrokerStats(RequestStats(60, clock.seconds)), port=lambda: 9094,
+                           clock=clock, offsets=FileOffsets(config.log_dir),
+                           producer_ids=FileProducerIds(config.log_dir, config.brokerid))
     yield KafkaModernFactory(broker, max_request_size=1024 * 1024)
     logs.close()
 
