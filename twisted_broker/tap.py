@@ -343,7 +343,8 @@ def console(config: BrokerConfig, options: Options, logs: LogManager, stats: Bro
     return embedded_console(
         serverFromString(reactor, options["webui"]), reactor=reactor, broker_id=config.brokerid,
         snapshot=lambda: broker_snapshot(stats, logs, kafka_requests), replication=figures, zk=zk,
-        zk_connect=config.zk_connect, host=config.hostname or "127.0.0.1", port=lambda: service.port, topics=logs.topics,
+        zk_connect=config.zk_connect, host=config.hostname or "127.0.0.1", port=lambda: service.port,
+        topics=logs.topics,
         partitions_for=config.partitions_for, allow_admin_actions=bool(options["allow-admin-actions"]),
         port_file=_abspath(options["webui-port-file"]))
 

@@ -26,7 +26,8 @@ from twisted_broker.codec.kafka.api_keys import API_NAMES, API_VERSIONS, SUPPORT
 from twisted_broker.codec.kafka.primitives import INT16, Malformed
 from twisted_broker.codec.kafka.protocol import Request, UnsupportedVersion, decode_request
 from twisted_broker.errors import Truncated
-from twisted_broker.network.connection import Connection, ConnectionFactory, RefusedRequest
+from twisted_broker.network.connection import Connection, RefusedRequest
+from twisted_broker.network.connection_factory import ConnectionFactory
 
 __all__ = ["KafkaModernFactory", "KafkaModernProtocol", "decode_frame"]
 

@@ -17,7 +17,8 @@ from __future__ import annotations
 from twisted_broker.codec.kafka07.replication import ALL_REQUEST_NAMES, REPLICATION_REQUEST_TYPES
 from twisted_broker.codec.kafka07.requests import REQUEST_TYPES, TrailingBytes, UnknownRequestType, decode_request
 from twisted_broker.errors import CloseConnection, Truncated
-from twisted_broker.network.connection import Connection, ConnectionFactory, RefusedRequest
+from twisted_broker.network.connection import Connection, RefusedRequest
+from twisted_broker.network.connection_factory import ConnectionFactory
 
 __all__ = ["KafkaServerFactory", "KafkaServerProtocol"]
 

@@ -234,7 +234,7 @@ def record_for_time(log: Log, timestamp: int) -> tuple[int, int] | None:
 def offset_for_time(log: Log, timestamp: int,
                     record_timestamps: Callable[[bytes], Sequence[int]] | None = None) -> int | None:
     """record_for_time's offset; ``record_timestamps(batch)``, if given, decodes a batch's
-    records' timestamps in order instead of kafka_wire's decoder."""
+    records' timestamps in order instead of codec/kafka's decoder."""
     found = _record_for_time(log, timestamp, record_timestamps or _record_timestamps)
     return None if found is None else found[0]
 

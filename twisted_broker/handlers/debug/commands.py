@@ -1,15 +1,16 @@
 """The debug port's commands: parse a line, run it against the broker, format the answer.
 
-No sockets here: ``protocols/debug.py`` feeds lines to ``DebugCommands.execute`` and writes the
-``Answer`` it gets back. Every command is read-only except ``flush``. Bad commands and bad
+No sockets here: ``network/debug_lines.py`` feeds lines to ``DebugCommands.execute`` and
+writes the ``Answer`` it gets back. Every command is read-only except ``flush``. Bad commands and bad
 arguments raise ``CommandError`` inside and come back as one ``error: ...`` line, so a typo
 never ends a session.
 
 This module holds the command table and the dispatch; the commands are grouped by what they
-inspect: logs and statistics (server/debug_logs.py), messages (server/debug_messages.py),
-ZooKeeper (server/debug_zookeeper.py), ZooKeeper's four-letter words about this broker
-(server/debug_words.py), its replicas (server/debug_replicas.py), on the shared parsing and formatting of
-server/debug_text.py, which also says what an answer looks like. The public names of those
+inspect: logs and statistics (handlers/debug/logs.py), messages (handlers/debug/messages.py),
+ZooKeeper (handlers/debug/zookeeper.py), ZooKeeper's four-letter words about this broker
+(handlers/debug/four_letter_words.py), its replicas (handlers/debug/replicas.py), on the
+shared parsing and formatting of handlers/debug/text.py, which also says what an answer looks
+like. The public names of those
 modules that callers used from here stay importable from here.
 """
 
@@ -81,7 +82,7 @@ COMMANDS = {
     "flush": CommandSpec("flush [TOPIC]", "fsync every log (of TOPIC) and make its data visible", 0, 1),
     "replicas": CommandSpec("replicas [TOPIC]", "each replica held here: role, leader, epoch, ISR, high "
                                                 "watermark, log end, lag", 0, 1),
-    # ZooKeeper's four-letter words; as a connection's first line, a one-shot (protocols/debug.py).
+    # ZooKeeper's four-letter words; as a connection's first line, a one-shot (network/debug_lines.py).
     "ruok": CommandSpec("ruok", "imok if the broker serves", 0, 0),
     "srvr": CommandSpec("srvr", "version, broker id, mode (controller, broker, standalone), leaderships, "
                                 "uptime, connections, requests", 0, 0),

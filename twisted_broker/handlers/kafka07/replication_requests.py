@@ -1,4 +1,4 @@
-"""The broker's answers to replication's request types (wire/replication.py), and its view of
+"""The broker's answers to replication's request types (codec/kafka07/replication.py), and its view of
 replicated topics for 0.7's requests (docs/replication.md §5, §7).
 
 Answers are response pieces as for 0.7's requests (bytes and file regions, streamed), or a
