@@ -189,10 +189,12 @@ class ProduceRequests:
             first = base if first is None else first
             count += len(values)
             size += len(batch)
+        topic = target.replica.topic if target.replica is not None else log_.topic
+        # Counted before replication hears of it, in the order of the 0.7 paths
+        # (ReplicationRequests.append).
+        self.stats.produced(topic, log_.partition, count, size)
         if target.replica is not None and count:
             self.replicas.appended(target.replica)
-        topic = target.replica.topic if target.replica is not None else log_.topic
-        self.stats.produced(topic, log_.partition, count, size)
         return first
 
     def _producers(self, target: Target):
