@@ -1,7 +1,7 @@
 """The connection of the Kafka listeners, blind to which protocol it carries.
 
 A frame is ``int32 size`` then the request. Each protocol's connection (kafka07.py, kafka.py)
-subclasses ``Connection`` with four methods: ``decode`` a frame into a request, ``handle`` it
+subclasses ``FramedConnection`` with four methods: ``decode`` a frame into a request, ``handle`` it
 (the handler table it was given answers with response pieces: ``bytes`` and file regions, or a
 Deferred of them), ``describe`` it for the figures, and, optionally, ``hold`` it. This module
 holds what they share and nothing of either protocol.
@@ -63,7 +63,7 @@ class RefusedRequest(Exception):
     reason: a frame that does not decode, or a request the handler table refuses."""
 
 
-class Connection(Protocol):
+class FramedConnection(Protocol):
     """One connection of a Kafka listener. ``requests`` are the listener's request figures
     (server/stats.py's RequestStats: connection_opened, record, bytes_read, ...)."""
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from twisted.internet.protocol import Factory
 
-from twisted_broker.network.connection import DEFAULT_MAX_REQUEST_BYTES, Connection
+from twisted_broker.network.connection import DEFAULT_MAX_REQUEST_BYTES, FramedConnection
 from twisted_broker.network.request_budget import RequestBudget
 
 
@@ -18,13 +18,13 @@ class ConnectionFactory(Factory):
     stalled-request timeout and the turns between connections.
     """
 
-    protocol: type[Connection]
+    protocol: type[FramedConnection]
     noisy = False  # one log line per connection would drown the broker log
 
     def __init__(self, table, *, max_buffered_request_bytes: int | None = None, clock=None,
                  **protocol_options) -> None:
         self._table, self._options = table, protocol_options
-        self.connections: set[Connection] = set()
+        self.connections: set[FramedConnection] = set()
         if max_buffered_request_bytes is None:
             max_buffered_request_bytes = 2 * protocol_options.get("max_request_size", DEFAULT_MAX_REQUEST_BYTES)
         self.budget = RequestBudget(max_buffered_request_bytes)
@@ -35,7 +35,7 @@ class ConnectionFactory(Factory):
         for protocol in list(self.connections):
             protocol.transport.abortConnection()
 
-    def buildProtocol(self, addr) -> Connection:
+    def buildProtocol(self, addr) -> FramedConnection:
         protocol = self.protocol(self._table, budget=self.budget, clock=self._clock, **self._options)
         protocol.factory = self
         return protocol

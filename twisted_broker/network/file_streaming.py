@@ -36,7 +36,7 @@ CHUNK_BYTES = 1 << 20
 SENDFILE_STEP_BYTES = 4 << 20
 
 
-class FileRegion(Protocol):
+class StreamedRegion(Protocol):
     """What is streamed of a file region (storage/segment.py's FileRegion, which the handlers
     put among a response's pieces): ``length`` bytes at ``position`` of the descriptor ``fd``,
     open until ``close()``."""
@@ -74,7 +74,7 @@ def can_sendfile(transport: object) -> bool:
 
 @implementer(IPullProducer)
 class _RegionProducer:
-    def __init__(self, region: FileRegion, consumer) -> None:
+    def __init__(self, region: StreamedRegion, consumer) -> None:
         self._region = region
         self._consumer = consumer
         self._position = region.position
@@ -121,7 +121,7 @@ class ChunkedFileProducer(_RegionProducer):
 
 
 class SendfileProducer(_RegionProducer):
-    def __init__(self, region: FileRegion, consumer) -> None:
+    def __init__(self, region: StreamedRegion, consumer) -> None:
         super().__init__(region, consumer)
         self._armed = False
 
@@ -233,7 +233,7 @@ def wait_for_drain(transport) -> Deferred[None]:
     return DrainWaiter(transport).start()
 
 
-def stream_region(region: FileRegion, transport, prefix: bytes = b"") -> Deferred[int]:
+def stream_region(region: StreamedRegion, transport, prefix: bytes = b"") -> Deferred[int]:
     """Send ``prefix``, then ``region``, on ``transport``, by sendfile where possible; fires
     with the region's byte count."""
     if can_sendfile(transport):

@@ -1,7 +1,7 @@
 """The Kafka protocol of today's clients (0.10 to 2.1) on a connection: frames decoded by
 codec/kafka, handed to the modern handler table.
 
-Its connections behave as the 0.7 port's: the protocol-blind ``Connection`` (connection.py)
+Its connections behave as the 0.7 port's: the protocol-blind ``FramedConnection`` (connection.py)
 reads ``int32 size`` frames, answers one request at a time in arrival order (Kafka's own
 brokers do the same: a client matches answers by correlation id but expects them in order),
 stops reading a pipelining peer while an answer streams, has big partly received frames
@@ -26,7 +26,7 @@ from twisted_broker.codec.kafka.api_keys import API_NAMES, API_VERSIONS, SUPPORT
 from twisted_broker.codec.kafka.primitives import INT16, Malformed
 from twisted_broker.codec.kafka.protocol import Request, UnsupportedVersion, decode_request
 from twisted_broker.errors import Truncated
-from twisted_broker.network.connection import Connection, RefusedRequest
+from twisted_broker.network.connection import FramedConnection, RefusedRequest
 from twisted_broker.network.connection_factory import ConnectionFactory
 
 __all__ = ["KafkaModernFactory", "KafkaModernProtocol", "decode_frame"]
@@ -54,7 +54,7 @@ def decode_frame(frame, api_keys) -> Request:
         raise RefusedRequest(f"malformed request: {exc}") from None
 
 
-class KafkaModernProtocol(Connection):
+class KafkaModernProtocol(FramedConnection):
     """One connection of the modern listener. ``table`` serves its requests (handlers/kafka's
     ModernBroker): ``api_keys`` (what is decoded), ``handle`` and ``stats.requests``, the
     listener's request figures."""

@@ -2,7 +2,7 @@
 0.7 handler table.
 
 Kafka 0.7 has no correlation ids: a client matches responses to requests by order, which the
-protocol-blind ``Connection`` (connection.py) keeps, with its bounds on what a peer can make
+protocol-blind ``FramedConnection`` (connection.py) keeps, with its bounds on what a peer can make
 the broker hold. Bad framing, an unknown request type or a malformed body close the
 connection (0.7 answers nothing), with one WARNING naming the peer; so does a request the
 table refuses the 0.7 way (``CloseConnection``).
@@ -17,7 +17,7 @@ from __future__ import annotations
 from twisted_broker.codec.kafka07.replication import ALL_REQUEST_NAMES, REPLICATION_REQUEST_TYPES
 from twisted_broker.codec.kafka07.requests import REQUEST_TYPES, TrailingBytes, UnknownRequestType, decode_request
 from twisted_broker.errors import CloseConnection, Truncated
-from twisted_broker.network.connection import Connection, RefusedRequest
+from twisted_broker.network.connection import FramedConnection, RefusedRequest
 from twisted_broker.network.connection_factory import ConnectionFactory
 
 __all__ = ["KafkaServerFactory", "KafkaServerProtocol"]
@@ -25,7 +25,7 @@ __all__ = ["KafkaServerFactory", "KafkaServerProtocol"]
 _REQUEST_TYPES = {**REQUEST_TYPES, **REPLICATION_REQUEST_TYPES}
 
 
-class KafkaServerProtocol(Connection):
+class KafkaServerProtocol(FramedConnection):
     """One connection of the 0.7 port. ``table`` serves its requests (handlers/kafka07's
     Broker): ``request_classes`` (what is decoded), ``handle``, ``hold_fetch`` and
     ``stats.requests``, the port's request figures."""

@@ -16,7 +16,7 @@ from typing import Protocol
 
 
 class BudgetWaiter(Protocol):
-    """A connection waiting for its reservation (connection.py's Connection)."""
+    """A connection waiting for its reservation (connection.py's FramedConnection)."""
 
     def budget_granted(self, size: int) -> None: ...
 

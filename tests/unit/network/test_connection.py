@@ -1,4 +1,4 @@
-"""The protocol-blind Connection on a StringTransport, with a toy protocol of its own: a frame
+"""The protocol-blind FramedConnection on a StringTransport, with a toy protocol of its own: a frame
 is one ASCII word, answered with its upper case; it knows nothing of Kafka's handlers."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from twisted.internet.defer import Deferred
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 
-from twisted_broker.network.connection import Connection, RefusedRequest
+from twisted_broker.network.connection import FramedConnection, RefusedRequest
 from twisted_broker.network.connection_factory import ConnectionFactory
 from twisted_broker.server.stats import RequestStats
 
@@ -23,7 +23,7 @@ class Held:
         self.cancelled = True
 
 
-class Words(Connection):
+class Words(FramedConnection):
     """``bad`` is refused, ``later`` answered by a Deferred, ``wait`` held until resumed."""
 
     def __init__(self, table, **options) -> None:
