@@ -8,7 +8,7 @@ from twisted_broker.handlers.kafka.produce import wait_visible
 from twisted_broker.replication.errors import RequestTimedOut
 
 
-class FakeLog:
+class FlushedLog:
     """What wait_visible uses of a Log: its visible end, start_flush and the flush watchers."""
 
     name = "a-0"
@@ -36,7 +36,7 @@ class FakeLog:
 
 
 def test_an_already_visible_end_fires_at_once_after_asking_for_the_flush():
-    log, clock = FakeLog(100), Clock()
+    log, clock = FlushedLog(100), Clock()
     fired = []
     wait_visible(log, 100, 1000, clock).addCallback(fired.append)
     assert fired == [None] and log.flushes_started == 1
@@ -44,7 +44,7 @@ def test_an_already_visible_end_fires_at_once_after_asking_for_the_flush():
 
 
 def test_a_flush_that_publishes_the_end_fires_from_the_next_reactor_step():
-    log, clock = FakeLog(0), Clock()
+    log, clock = FlushedLog(0), Clock()
     fired = []
     wait_visible(log, 100, 1000, clock).addCallback(fired.append)
     log.publish(50)  # not far enough: waits on
@@ -58,7 +58,7 @@ def test_a_flush_that_publishes_the_end_fires_from_the_next_reactor_step():
 
 
 def test_no_flush_in_time_fails_with_request_timed_out_at_the_deadline():
-    log, clock = FakeLog(0), Clock()
+    log, clock = FlushedLog(0), Clock()
     failed = []
     wait_visible(log, 100, 1000, clock).addErrback(lambda failure: failed.append(failure.value))
     clock.advance(0.999)

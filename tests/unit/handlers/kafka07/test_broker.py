@@ -15,7 +15,7 @@ from twisted_broker.storage.log import LogPolicy
 from twisted_broker.storage.log_manager import LogManager
 
 
-class Replication:
+class Kafka07TopicsOnly:
     """Only what Broker wires for ProduceAck: every topic is a 0.7 one, appended the 0.7 way."""
 
     class cluster:
@@ -49,7 +49,7 @@ def test_a_0_7_produce_counts_its_topic_all_topics_and_its_partition(tmp_path):
 
 
 def test_a_produce_ack_to_a_0_7_topic_now_feeds_the_partitions_rate_too(tmp_path):
-    broker, logs = make_broker(tmp_path, Replication())
+    broker, logs = make_broker(tmp_path, Kafka07TopicsOnly())
     messages = encode_message_set([b"x"])
     offsets = broker.handle(ProduceAckRequest(1, 1000, MultiProduceRequest((ProduceRequest("a", 0, messages),))))
     assert offsets == [0]
