@@ -230,7 +230,7 @@ class BrokerConfig(ZKConfig):
     topic_flush_intervals_ms: Mapping[str, int] = field(default_factory=_no_overrides)
     # Not in 0.7: where the fsyncs run (storage/process_flusher.py, storage/flusher.py).
     log_flush_worker: Literal["process", "thread"] = "process"
-    # Not in 0.7: how long a fetch with nothing new may wait for a flush (handlers/kafka07/held_fetch.py).
+    # Not in 0.7: how long a fetch with nothing new may wait for a flush (handlers/held_fetch.py).
     fetch_wait_max_ms: int = _at_least(0, 0)
     max_topic_name_length: int = _at_least(1, 255)
     enable_zookeeper: bool = True

@@ -94,6 +94,11 @@ class MessageSizeTooLarge(KafkaError):
         self.limit = limit
 
 
+class CloseConnection(Exception):
+    """A request refused the 0.7 way: the connection closes without a response (0.7's
+    produce and offsets requests cannot carry an error code)."""
+
+
 class Truncated(ValueError):
     """A request or response body ends before one of its fields."""
 

@@ -13,6 +13,7 @@ import logging
 import os
 import socket
 import time
+from dataclasses import dataclass
 from logging.handlers import BufferingHandler
 
 from twisted.internet.endpoints import serverFromString
@@ -20,14 +21,31 @@ from twisted.internet.interfaces import IStreamServerEndpoint
 from twisted.python import usage
 from zope.interface import implementer
 
+from twisted_broker.codec.kafka.api_keys import API_NAMES
 from twisted_broker.config import BrokerConfig, ConfigError
-from twisted_broker.network.kafka07 import KafkaServerFactory
+from twisted_broker.coordinator.group.offset_store import FileOffsets, ZooKeeperOffsets
+from twisted_broker.coordinator.producer.producer_ids import FileProducerIds, ZooKeeperProducerIds
+from twisted_broker.handlers.debug.commands import DebugCommands
+from twisted_broker.handlers.kafka.table import modern_broker
+from twisted_broker.handlers.kafka.topics import ListenerRegistration
 from twisted_broker.handlers.kafka07.broker import Broker
-from twisted_broker.server.services import BrokerService, Listener
-from twisted_broker.server.stats import BrokerStats, RequestStats
+from twisted_broker.handlers.kafka07.replication_requests import ReplicationRequests
+from twisted_broker.network.debug_lines import DebugFactory
+from twisted_broker.network.kafka import KafkaModernFactory
+from twisted_broker.network.kafka07 import KafkaServerFactory
+from twisted_broker.registry.broker_registration import BrokerRegistration
+from twisted_broker.registry.zookeeper import ZooKeeper
+from twisted_broker.replication.cluster_state import ClusterState
+from twisted_broker.replication.controller import Controller
+from twisted_broker.replication.fetcher import Fetchers
+from twisted_broker.replication.replica_manager import ReplicaManager
+from twisted_broker.replication.service import ReplicationService
+from twisted_broker.server.services import BrokerService, Listener, StopInOrder
+from twisted_broker.server.stats import BrokerStats, RequestStats, broker_snapshot, replication_snapshot
 from twisted_broker.storage.log import LogPolicy
 from twisted_broker.storage.log_manager import LogManager
 from twisted_broker.twisted_logging import forward_logging
+from webui.service import embedded_console
 
 DEFAULT_CONFIG = "etc/server.properties"
 
@@ -151,81 +169,42 @@ def keep_freed_buffers() -> None:
     mallopt(M_TRIM_THRESHOLD, KEEP_TRIM_BELOW)
 
 
-def makeService(options: Options):  # BrokerService, in a MultiService with --webui
+def makeService(options: Options):  # BrokerService, in a StopInOrder with replication or --webui
+    """The broker, part by part: ZooKeeper, storage, replication, the three listeners, the
+    broker service, then replication and the console around it."""
     from twisted.internet import reactor  # the composition root is the one place that names it
 
     forward_logging()
     keep_freed_buffers()
     config: BrokerConfig = options.config
-    registration = zk = cluster = None
-    partitions_for = config.partitions_for
+    zk = registry = None
     if config.enable_zookeeper:
-        from twisted_broker.registry.broker_registration import BrokerRegistration
-        from twisted_broker.registry.zookeeper import ZooKeeper
-        from twisted_broker.replication.cluster_state import ClusterState
-
         zk = ZooKeeper(config.zk_connect, reactor=reactor, session_timeout_ms=config.zk_sessiontimeout_ms)
-        registration = BrokerRegistration(
-            zk, broker_id=config.brokerid, host=_advertised_host(config), startup_ms=int(time.time() * 1000),
-            partitions_for=config.partitions_for, session_timeout_ms=config.zk_sessiontimeout_ms, clock=reactor)
-        cluster = ClusterState(zk)
-
-        def partitions_for(topic: str) -> int:  # a replicated topic's count is its assignment's
-            return cluster.partition_count(topic) or config.partitions_for(topic)
-    logs = LogManager(config.log_dir, now=reactor.seconds, partitions_for=partitions_for,
-                      policy_for=policy_for(config), max_topic_name_length=config.max_topic_name_length,
-                      visible_at_append=config.log_visibility == "committed")
+        registry = registry_parts(config, zk, reactor)
+    cluster = registry and registry.cluster
+    logs = storage(config, cluster, reactor)
     stats = BrokerStats(RequestStats(config.monitoring_period_secs, reactor.seconds))
-    replication = None
-    if cluster is not None:
-        replication = _replication(config, zk, cluster, logs, stats, reactor, registration.info.creator_id)
+    replication = registry and replication_service(config, zk, registry, logs, stats, reactor)
     broker = Broker(logs, stats, max_message_size=config.max_message_size,
                     replication=replication and replication.requests)
-    replication_figures = None  # what the debug port and console show of replication
-    if replication is not None:
-        from twisted_broker.server.stats import replication_snapshot
-
-        def replication_figures() -> dict:
-            return replication_snapshot(replication.manager, replication.controller, replication.fetchers)
-    factory = KafkaServerFactory(broker, max_request_size=config.max_socket_request_bytes,
-                                 send_buffer_bytes=config.socket_send_buffer,
-                                 receive_buffer_bytes=config.socket_receive_buffer, clock=reactor,
-                                 fetch_wait_max_ms=config.fetch_wait_max_ms)
-    # Bound to 127.0.0.1 unless the configuration names a host, as every port of ours.
-    listen = options["listen"] or f"tcp:{config.port}:interface={config.hostname or '127.0.0.1'}"
     # The wire protocol first: its port is the one registered in ZooKeeper.
-    listeners = [Listener("wire protocol", serverFromString(reactor, listen), factory, _abspath(options["port-file"]))]
-    kafka_endpoint = options["kafka-endpoint"] or (
-        config.kafka_port and f"tcp:{config.kafka_port}:interface={config.hostname or '127.0.0.1'}")
-    modern_port = None
-    kafka_requests = None  # the modern listener's request figures
-    if kafka_endpoint and kafka_endpoint != "none":
-        endpoint = BoundEndpoint(serverFromString(reactor, kafka_endpoint))
-        modern_port = endpoint.port
-        factory, kafka_requests = _modern_factory(config, logs, stats, zk, cluster, replication, modern_port, reactor)
-        listeners.append(Listener("Kafka clients' protocol", endpoint, factory, _abspath(options["kafka-port-file"])))
+    listeners = [kafka07_listener(config, options, broker, reactor)]
+    kafka = kafka_listener(config, options, logs, stats, zk, cluster, replication, reactor)
+    if kafka is not None:
+        listeners.append(kafka.listener)
+    figures = replication_figures(replication)
     if options["debug"] != "none":
-        from twisted_broker.network.debug_lines import DebugFactory
-        from twisted_broker.handlers.debug.commands import DebugCommands
-
-        commands = DebugCommands(logs, stats, clock=reactor, broker_id=config.brokerid, zk=zk,
-                                 replication=replication_figures, kafka_requests=kafka_requests)
-        listeners.append(Listener(
-            "debug port", serverFromString(reactor, options["debug"]),
-            DebugFactory(commands, clock=reactor, idle_timeout_s=options["debug-idle-timeout"]),
-            _abspath(options["debug-port-file"])))
+        listeners.append(debug_listener(config, options, logs, stats, zk, figures, kafka, reactor))
     service = BrokerService(
         logs=logs, listeners=listeners, reactor=reactor,
         flush_check_interval_ms=config.log_default_flush_scheduler_interval_ms,
         flush_worker=config.log_flush_worker,
-        cleanup_interval_mins=config.log_cleanup_interval_mins, registration=registration,
+        cleanup_interval_mins=config.log_cleanup_interval_mins, registration=registry and registry.registration,
         zk_connect_timeout_ms=config.zk_connectiontimeout_ms)
     service.broker = broker
     reactor.callWhenRunning(freeze_startup_objects)
     if options["webui"] == "none" and replication is None:
         return service
-    from twisted_broker.server.services import StopInOrder
-
     # Stops its children one by one, in reverse: the console's port closes first, then
     # replication moves this broker's leaderships away while it still serves, then the
     # listeners and logs.
@@ -235,36 +214,48 @@ def makeService(options: Options):  # BrokerService, in a MultiService with --we
     if replication is not None:
         replication.setServiceParent(top)
         top.replication = replication
-        if modern_port is not None:
-            from twisted_broker.handlers.kafka.topics import ListenerRegistration
-
+        if kafka is not None:
             ListenerRegistration(zk, broker_id=config.brokerid, host=config.hostname or "127.0.0.1",
-                                 port=modern_port).setServiceParent(top)
-    if options["webui"] == "none":
-        return top
-    from twisted_broker.server.stats import broker_snapshot
-    from webui.service import embedded_console
-
-    embedded_console(
-        serverFromString(reactor, options["webui"]), reactor=reactor, broker_id=config.brokerid,
-        snapshot=lambda: broker_snapshot(stats, logs, kafka_requests), replication=replication_figures, zk=zk,
-        zk_connect=config.zk_connect, host=config.hostname or "127.0.0.1", port=lambda: service.port, topics=logs.topics,
-        partitions_for=config.partitions_for, allow_admin_actions=bool(options["allow-admin-actions"]),
-        port_file=_abspath(options["webui-port-file"]),
-    ).setServiceParent(top)
+                                 port=kafka.port).setServiceParent(top)
+    if options["webui"] != "none":
+        console(config, options, logs, stats, zk, figures, kafka, service, reactor).setServiceParent(top)
     return top
 
 
-def _replication(config: BrokerConfig, zk, cluster, logs: LogManager, stats: BrokerStats, reactor, session: str):
-    """The replication service (docs/replication.md), its request handlers as ``.requests``."""
-    from twisted_broker.replication.controller import Controller
-    from twisted_broker.replication.fetcher import Fetchers
-    from twisted_broker.replication.replica_manager import ReplicaManager
-    from twisted_broker.replication.service import ReplicationService
-    from twisted_broker.handlers.kafka07.replication_requests import ReplicationRequests
+# -- the parts ------------------------------------------------------------------------------
 
+@dataclass(frozen=True)
+class RegistryParts:
+    """What a broker with ZooKeeper keeps there: its registration and the cluster's state."""
+
+    registration: BrokerRegistration
+    cluster: ClusterState
+
+
+def registry_parts(config: BrokerConfig, zk: ZooKeeper, reactor) -> RegistryParts:
+    registration = BrokerRegistration(
+        zk, broker_id=config.brokerid, host=_advertised_host(config), startup_ms=int(time.time() * 1000),
+        partitions_for=config.partitions_for, session_timeout_ms=config.zk_sessiontimeout_ms, clock=reactor)
+    return RegistryParts(registration, ClusterState(zk))
+
+
+def storage(config: BrokerConfig, cluster: ClusterState | None, reactor) -> LogManager:
+    """The partition logs; a replicated topic's partition count is its assignment's."""
+    partitions_for = config.partitions_for
+    if cluster is not None:
+        def partitions_for(topic: str) -> int:
+            return cluster.partition_count(topic) or config.partitions_for(topic)
+    return LogManager(config.log_dir, now=reactor.seconds, partitions_for=partitions_for,
+                      policy_for=policy_for(config), max_topic_name_length=config.max_topic_name_length,
+                      visible_at_append=config.log_visibility == "committed")
+
+
+def replication_service(config: BrokerConfig, zk: ZooKeeper, registry: RegistryParts, logs: LogManager,
+                        stats: BrokerStats, reactor) -> ReplicationService:
+    """The replication service (docs/replication.md), its request handlers as ``.requests``."""
+    cluster = registry.cluster
     manager = ReplicaManager(broker_id=config.brokerid, logs=logs, zk=zk, cluster=cluster, clock=reactor,
-                             session=session,
+                             session=registry.registration.info.creator_id,
                              lag_time_max_ms=config.replica_lag_time_max_ms,
                              min_insync_replicas=config.min_insync_replicas,
                              count_flushed=config.log_visibility == "flushed")
@@ -284,6 +275,80 @@ def _replication(config: BrokerConfig, zk, cluster, logs: LogManager, stats: Bro
     return service
 
 
+def replication_figures(replication: ReplicationService | None):
+    """What the debug port and the console show of replication (None without it)."""
+    if replication is None:
+        return None
+    return lambda: replication_snapshot(replication.manager, replication.controller, replication.fetchers)
+
+
+def kafka07_listener(config: BrokerConfig, options: Options, broker: Broker, reactor) -> Listener:
+    factory = KafkaServerFactory(broker, max_request_size=config.max_socket_request_bytes,
+                                 send_buffer_bytes=config.socket_send_buffer,
+                                 receive_buffer_bytes=config.socket_receive_buffer, clock=reactor,
+                                 fetch_wait_max_ms=config.fetch_wait_max_ms)
+    # Bound to 127.0.0.1 unless the configuration names a host, as every port of ours.
+    listen = options["listen"] or f"tcp:{config.port}:interface={config.hostname or '127.0.0.1'}"
+    return Listener("wire protocol", serverFromString(reactor, listen), factory, _abspath(options["port-file"]))
+
+
+@dataclass(frozen=True)
+class KafkaListener:
+    """The listener of today's Kafka clients: its ``port()`` once bound, its request figures."""
+
+    listener: Listener
+    port: object  # () -> int
+    requests: RequestStats
+
+
+def kafka_listener(config: BrokerConfig, options: Options, logs: LogManager, stats: BrokerStats, zk, cluster,
+                   replication: ReplicationService | None, reactor) -> KafkaListener | None:
+    """The modern listener (docs/kafka-protocol.md) over the same logs; None when turned off."""
+    endpoint = options["kafka-endpoint"] or (
+        config.kafka_port and f"tcp:{config.kafka_port}:interface={config.hostname or '127.0.0.1'}")
+    if not endpoint or endpoint == "none":
+        return None
+    bound = BoundEndpoint(serverFromString(reactor, endpoint))
+    # The topics' figures are the 0.7 broker's; the request figures are this listener's own.
+    requests = RequestStats(config.monitoring_period_secs, reactor.seconds, names=API_NAMES, always=())
+    modern_stats = BrokerStats(requests, all_topics=stats.all_topics, topics=stats.topics,
+                               log_messages=stats.log_messages)
+    table = modern_broker(
+        config, logs, modern_stats, port=bound.port, clock=reactor,
+        offsets=ZooKeeperOffsets(zk) if zk is not None else FileOffsets(config.log_dir),
+        producer_ids=(ZooKeeperProducerIds(zk, config.brokerid) if zk is not None
+                      else FileProducerIds(config.log_dir, config.brokerid)),
+        zk=zk, cluster=cluster, replicas=replication and replication.manager,
+        controller=replication and replication.controller)
+    factory = KafkaModernFactory(table, max_request_size=config.max_socket_request_bytes,
+                                 send_buffer_bytes=config.socket_send_buffer,
+                                 receive_buffer_bytes=config.socket_receive_buffer, clock=reactor)
+    listener = Listener("Kafka clients' protocol", bound, factory, _abspath(options["kafka-port-file"]))
+    return KafkaListener(listener, bound.port, requests)
+
+
+def debug_listener(config: BrokerConfig, options: Options, logs: LogManager, stats: BrokerStats, zk, figures,
+                   kafka: KafkaListener | None, reactor) -> Listener:
+    commands = DebugCommands(logs, stats, clock=reactor, broker_id=config.brokerid, zk=zk, replication=figures,
+                             kafka_requests=kafka and kafka.requests)
+    return Listener("debug port", serverFromString(reactor, options["debug"]),
+                    DebugFactory(commands, clock=reactor, idle_timeout_s=options["debug-idle-timeout"]),
+                    _abspath(options["debug-port-file"]))
+
+
+def console(config: BrokerConfig, options: Options, logs: LogManager, stats: BrokerStats, zk, figures,
+            kafka: KafkaListener | None, service: BrokerService, reactor):
+    """The embedded admin console (``--webui``)."""
+    kafka_requests = kafka and kafka.requests
+    return embedded_console(
+        serverFromString(reactor, options["webui"]), reactor=reactor, broker_id=config.brokerid,
+        snapshot=lambda: broker_snapshot(stats, logs, kafka_requests), replication=figures, zk=zk,
+        zk_connect=config.zk_connect, host=config.hostname or "127.0.0.1", port=lambda: service.port,
+        topics=logs.topics,
+        partitions_for=config.partitions_for, allow_admin_actions=bool(options["allow-admin-actions"]),
+        port_file=_abspath(options["webui-port-file"]))
+
+
 @implementer(IStreamServerEndpoint)
 class BoundEndpoint:
     """An endpoint that remembers the port it listened on: ``port()`` is what the modern
@@ -301,23 +366,3 @@ class BoundEndpoint:
 
     def port(self) -> int:
         return self._port.getHost().port
-
-
-def _modern_factory(config: BrokerConfig, logs: LogManager, stats: BrokerStats, zk, cluster, replication, port,
-                    reactor):
-    """The modern listener's factory (docs/kafka-protocol.md) over the same logs, and its
-    request figures."""
-    from twisted_broker.codec.kafka.api_keys import API_NAMES
-    from twisted_broker.network.kafka import KafkaModernFactory
-    from twisted_broker.handlers.kafka.table import modern_broker
-
-    # The topics' figures are the 0.7 broker's; the request figures are this listener's own.
-    requests = RequestStats(config.monitoring_period_secs, reactor.seconds, names=API_NAMES, always=())
-    modern_stats = BrokerStats(requests, all_topics=stats.all_topics, topics=stats.topics,
-                               log_messages=stats.log_messages)
-    broker = modern_broker(config, logs, modern_stats, zk=zk, cluster=cluster, replication=replication,
-                           port=port, clock=reactor)
-    factory = KafkaModernFactory(broker, max_request_size=config.max_socket_request_bytes,
-                                 send_buffer_bytes=config.socket_send_buffer,
-                                 receive_buffer_bytes=config.socket_receive_buffer, clock=reactor)
-    return factory, requests

@@ -25,9 +25,8 @@ from tests.integration.spec_encoding import fetch, message_set_of, multifetch, o
 from tests.reliability.conftest import current_scale, record
 from tests.reliability.fuzz_frames import FrameFuzzer
 from tests.reliability.oracle import appendable_prefix, deep_valid, frames_of, produced_sets, walk
-from twisted_broker.network.kafka07 import (
-    PACE_BYTES, REQUESTS_PER_TURN, SMALL_REQUEST_BYTES, STALLED_REQUEST_S, KafkaServerFactory,
-)
+from twisted_broker.network.connection import PACE_BYTES, REQUESTS_PER_TURN, SMALL_REQUEST_BYTES, STALLED_REQUEST_S
+from twisted_broker.network.kafka07 import KafkaServerFactory
 from twisted_broker.handlers.kafka07.broker import Broker
 from twisted_broker.server.stats import BrokerStats, RequestStats
 from twisted_broker.storage.flusher import InlineFlusher

@@ -1,12 +1,14 @@
-"""The telnet-style debug port: one command per line in, plain text out (INTERFACES.md).
+"""The telnet-style debug port: one command per line in, plain text out (README.md, Using it).
 
 Usable from telnet or nc: lines end in ``\\n`` (a ``\\r`` before it is dropped), answers end in
 ``\\n`` too, and every answer (and the greeting) ends with an empty line, so a script reads up
 to ``\\n\\n``. Empty lines are ignored. The commands themselves live in
-``server/debug_commands.py``; this module only turns bytes into calls on it.
+``handlers/debug/commands.py``; this module only turns bytes into calls on the ``commands``
+it is given: ``banner()``, ``execute(line)`` (a Deferred of an answer with ``lines`` and
+``close``) and ``is_one_shot(line)``.
 
 One-shots, as ZooKeeper answers its four-letter words: when the first line of a connection is
-one of them (``ruok``, ``stat``, ``srvr``, ``cons``, ``mntr``; server/debug_words.py) and
+one of them (``ruok``, ``stat``, ``srvr``, ``cons``, ``mntr``; handlers/debug/four_letter_words.py) and
 arrives before the greeting is due, the broker writes its answer (lines, no closing empty
 line: the close ends it), ignores anything after the word and closes the connection. So the
 greeting waits ``BANNER_DELAY_S`` after connecting: ``echo ruok | nc 127.0.0.1 9093`` prints
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
+from dataclasses import dataclass
 
 from twisted.internet.interfaces import IHalfCloseableProtocol
 from twisted.internet.protocol import Factory
@@ -37,9 +40,6 @@ from twisted.protocols.basic import LineOnlyReceiver
 from twisted.protocols.policies import TimeoutMixin
 from twisted.python.failure import Failure
 from zope.interface import implementer
-
-from twisted_broker.handlers.debug.commands import Answer, DebugCommands
-from twisted_broker.handlers.debug.four_letter_words import is_four_letter_word
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ class DebugProtocol(LineOnlyReceiver, TimeoutMixin):
     delimiter = b"\n"
     MAX_LENGTH = MAX_LINE_BYTES
 
-    def __init__(self, commands: DebugCommands, *, idle_timeout_s: float | None) -> None:
+    def __init__(self, commands, *, idle_timeout_s: float | None) -> None:
         self._commands = commands
         self._idle_timeout_s = idle_timeout_s
         self._waiting: deque[bytes] = deque()
@@ -104,7 +104,7 @@ class DebugProtocol(LineOnlyReceiver, TimeoutMixin):
         if self._closed or self._one_shot or not line.strip():
             return
         if self._banner_call is not None:  # the first line, and the greeting is not out yet
-            if _is_word(line):
+            if self._is_word(line):
                 self._cancel_banner()
                 self._one_shot = True
                 self._waiting.clear()
@@ -169,12 +169,12 @@ class DebugProtocol(LineOnlyReceiver, TimeoutMixin):
         answer.addErrback(self._command_failed, text)
         answer.addCallback(self._answered)
 
-    def _command_failed(self, failure: Failure, text: str) -> Answer:
+    def _command_failed(self, failure: Failure, text: str) -> _Failed:
         log.error("debug command %r from %s failed", text, self._peer(),
                   exc_info=(failure.type, failure.value, failure.getTracebackObject()))
-        return Answer([f"error: internal error ({failure.type.__name__}): see the broker's log"])
+        return _Failed([f"error: internal error ({failure.type.__name__}): see the broker's log"])
 
-    def _answered(self, answer: Answer) -> None:
+    def _answered(self, answer) -> None:
         self._busy = False
         if self._closed:
             return
@@ -208,21 +208,28 @@ class DebugProtocol(LineOnlyReceiver, TimeoutMixin):
         peer = self.transport.getPeer()
         return f"{getattr(peer, 'host', peer)}:{getattr(peer, 'port', '')}"
 
+    def _is_word(self, line: bytes) -> bool:
+        try:
+            return self._commands.is_one_shot(line.decode("utf-8"))
+        except UnicodeDecodeError:
+            return False
 
-def _is_word(line: bytes) -> bool:
-    try:
-        return is_four_letter_word(line.decode("utf-8"))
-    except UnicodeDecodeError:
-        return False
+
+@dataclass(frozen=True)
+class _Failed:
+    """The answer to a command that failed with a bug (logged with its traceback)."""
+
+    lines: list[str]
+    close: bool = False
 
 
 class DebugFactory(Factory):
-    """Builds debug sessions over one ``DebugCommands``; ``clock`` drives the idle timeouts and
-    the greeting's delay."""
+    """Builds debug sessions over one ``commands`` (handlers/debug/commands.py's
+    DebugCommands); ``clock`` drives the idle timeouts and the greeting's delay."""
 
     noisy = False
 
-    def __init__(self, commands: DebugCommands, *, clock, idle_timeout_s: float | None = DEFAULT_IDLE_TIMEOUT_S) -> None:
+    def __init__(self, commands, *, clock, idle_timeout_s: float | None = DEFAULT_IDLE_TIMEOUT_S) -> None:
         self.commands = commands
         self._clock = clock
         self.idle_timeout_s = idle_timeout_s

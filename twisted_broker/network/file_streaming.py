@@ -24,17 +24,43 @@ from __future__ import annotations
 import errno
 import os
 import socket
+from typing import Protocol
 
 from twisted.internet import tcp
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IPullProducer
 from zope.interface import implementer
 
-from twisted_broker.storage.segment import FileRegion
-
 CHUNK_BYTES = 1 << 20
 # sendfile in steps of this size, so one fetch cannot hold the reactor for a whole 100 MB region.
 SENDFILE_STEP_BYTES = 4 << 20
+
+
+class StreamedRegion(Protocol):
+    """What is streamed of a file region (storage/segment.py's FileRegion, which the handlers
+    put among a response's pieces): ``length`` bytes at ``position`` of the descriptor ``fd``,
+    open until ``close()``."""
+
+    fd: int
+    position: int
+    length: int
+
+    def close(self) -> None: ...
+
+
+BYTES = (bytes, bytearray, memoryview)  # a response's pieces: these, and FileRegions
+
+
+def is_region(piece: object) -> bool:
+    """Whether a response piece is a file region to stream (not bytes to write)."""
+    return not isinstance(piece, BYTES)
+
+
+def close_regions(pieces) -> None:
+    """Close the file regions among ``pieces`` (an answer that will never be sent)."""
+    for piece in pieces:
+        if is_region(piece):
+            piece.close()
 
 
 def can_sendfile(transport: object) -> bool:
@@ -48,7 +74,7 @@ def can_sendfile(transport: object) -> bool:
 
 @implementer(IPullProducer)
 class _RegionProducer:
-    def __init__(self, region: FileRegion, consumer) -> None:
+    def __init__(self, region: StreamedRegion, consumer) -> None:
         self._region = region
         self._consumer = consumer
         self._position = region.position
@@ -95,7 +121,7 @@ class ChunkedFileProducer(_RegionProducer):
 
 
 class SendfileProducer(_RegionProducer):
-    def __init__(self, region: FileRegion, consumer) -> None:
+    def __init__(self, region: StreamedRegion, consumer) -> None:
         super().__init__(region, consumer)
         self._armed = False
 
@@ -207,7 +233,7 @@ def wait_for_drain(transport) -> Deferred[None]:
     return DrainWaiter(transport).start()
 
 
-def stream_region(region: FileRegion, transport, prefix: bytes = b"") -> Deferred[int]:
+def stream_region(region: StreamedRegion, transport, prefix: bytes = b"") -> Deferred[int]:
     """Send ``prefix``, then ``region``, on ``transport``, by sendfile where possible; fires
     with the region's byte count."""
     if can_sendfile(transport):

@@ -1,69 +1,84 @@
-"""The Kafka protocol of today's clients (0.10 to 2.1) on a Twisted connection.
+"""The Kafka protocol of today's clients (0.10 to 2.1) on a connection: frames decoded by
+codec/kafka, handed to the modern handler table.
 
-Its connections behave as the 0.7 port's (protocols/kafka.py), whose machinery they reuse
-by subclassing: a frame is ``int32 size`` then the request, requests are answered one at a
-time in arrival order (Kafka's own brokers do the same: a client matches answers by
-correlation id but expects them in order), a pipelining peer stops being read while an
-answer streams, big partly received frames reserve from the listener's ``RequestBudget``,
-and fetched file regions go out with sendfile. What differs is the request, decoded by
-``ModernBroker.request_classes`` (api key -> decoder, the same table shape as 0.7's
-request types), and the answers, which carry the request's correlation id.
+Its connections behave as the 0.7 port's: the protocol-blind ``FramedConnection`` (connection.py)
+reads ``int32 size`` frames, answers one request at a time in arrival order (Kafka's own
+brokers do the same: a client matches answers by correlation id but expects them in order),
+stops reading a pipelining peer while an answer streams, has big partly received frames
+reserve from the listener's ``RequestBudget``, and streams fetched file regions with sendfile.
+What differs is the request, ``api_key int16, api_version int16, correlation_id int32,
+client_id nullable string`` then the body of that (key, version), and the answers, which the
+table frames with the request's correlation id.
 
-Bad frames (garbage, truncated, sizes above ``max.socket.request.bytes``, an unknown api
-key or version) close the connection with one WARNING naming the peer, as on the 0.7 port;
-the one exception is an ApiVersions request of a version above 2, which gets error 35 and
-the supported list (server/modern_broker.py), so clients fall back.
+Bad frames (garbage, truncated, sizes above ``max.socket.request.bytes``, an api key the table
+has no handler for, a version it does not serve, a body that does not decode to its end)
+close the connection with one WARNING naming the peer, as on the 0.7 port; the one exception
+is an ApiVersions request of a version above the served ones, which is handed on with no body
+(``body`` None) so that the table answers error 35 and the supported list and the client
+falls back (KIP-511; docs/kafka-protocol.md §7).
 """
 
 from __future__ import annotations
 
-import time
-from collections import deque
 from dataclasses import replace
 
-from twisted_broker.network.kafka07 import PACE_BYTES, KafkaServerFactory, KafkaServerProtocol
-from twisted_broker.handlers.kafka.dispatch import ModernBroker
-from twisted_broker.storage.segment import FileRegion
+from twisted_broker.codec.kafka.api_keys import API_NAMES, API_VERSIONS, SUPPORTED
+from twisted_broker.codec.kafka.primitives import INT16, Malformed
+from twisted_broker.codec.kafka.protocol import Request, UnsupportedVersion, decode_request
+from twisted_broker.errors import Truncated
+from twisted_broker.network.connection import FramedConnection, RefusedRequest
+from twisted_broker.network.connection_factory import ConnectionFactory
 
-__all__ = ["KafkaModernFactory", "KafkaModernProtocol"]
+__all__ = ["KafkaModernFactory", "KafkaModernProtocol", "decode_frame"]
 
 
-class KafkaModernProtocol(KafkaServerProtocol):
-    """One connection of the modern listener; ``broker`` is a ModernBroker."""
+def decode_frame(frame, api_keys) -> Request:
+    """The request in ``frame`` (the bytes after its size), of one of ``api_keys`` (those the
+    table has handlers for). Raises RefusedRequest, naming what is wrong."""
+    try:
+        if len(frame) < INT16.size:
+            raise Truncated(0, INT16.size, len(frame))
+        (api_key,) = INT16.unpack_from(frame, 0)
+        if api_key not in api_keys:
+            raise RefusedRequest(f"malformed request: unknown request type {api_key}")
+        try:
+            return decode_request(frame)
+        except UnsupportedVersion as exc:
+            if api_key == API_VERSIONS:  # answered with the supported list, whatever its body
+                return Request(exc.api_key, exc.api_version, exc.correlation_id, None, None)
+            low, high = SUPPORTED[api_key]
+            raise RefusedRequest(f"malformed request: {exc} (v{low}-v{high} are)") from None
+        except Malformed as exc:
+            raise RefusedRequest(f"malformed request: malformed {API_NAMES[api_key]}: {exc}") from None
+    except (Truncated, UnicodeDecodeError) as exc:
+        raise RefusedRequest(f"malformed request: {exc}") from None
 
-    def __init__(self, broker: ModernBroker, **options) -> None:
-        # Long-polls are the handlers' Deferreds (server/modern_fetch.py), not 0.7's held fetches.
-        options["fetch_wait_max_ms"] = 0
-        super().__init__(broker, **options)
 
-    _client_host = ""
+class KafkaModernProtocol(FramedConnection):
+    """One connection of the modern listener. ``table`` serves its requests (handlers/kafka's
+    ModernBroker): ``api_keys`` (what is decoded), ``handle`` and ``stats.requests``, the
+    listener's request figures."""
 
-    def _answer(self, request, started: float) -> None:
+    def __init__(self, table, **options) -> None:
+        super().__init__(table.stats.requests, **options)
+        self._table = table
+        self._client_host = ""
+
+    def decode(self, frame) -> Request:
+        return decode_frame(frame, self._table.api_keys)
+
+    def handle(self, request: Request):
         # The peer's address goes with the request, for JoinGroup's member host.
         if not self._client_host:
             peer = self.transport.getPeer()
             self._client_host = f"/{getattr(peer, 'host', peer)}"
-        super()._answer(replace(request, client_host=self._client_host), started)
+        return self._table.handle(replace(request, client_host=self._client_host))
 
-    def _respond(self, request, started: float, pieces) -> None:
-        # As the 0.7 port's, with this protocol's request names in the connection figures.
-        self._connection.requests += 1
-        self._connection.responses += bool(pieces)
-        self._connection.last_request = self._broker.request_name(request)
-        if not any(isinstance(piece, FileRegion) for piece in pieces):
-            self._write_bytes(pieces)
-            self._stats.record(request.api_key, time.perf_counter() - started)
-            if self._unconfirmed_bytes >= PACE_BYTES:
-                self._wait_for_drain()
-            return
-        self._busy = True
-        self._stream(deque(pieces), request.api_key, started)
+    def describe(self, request: Request) -> tuple[int, str]:
+        return request.api_key, API_NAMES[request.api_key]
 
 
-class KafkaModernFactory(KafkaServerFactory):
+class KafkaModernFactory(ConnectionFactory):
     """Builds the connections of the modern listener; they share one RequestBudget."""
 
-    def buildProtocol(self, addr) -> KafkaModernProtocol:
-        protocol = KafkaModernProtocol(self._broker, budget=self.budget, clock=self._clock, **self._options)
-        protocol.factory = self
-        return protocol
+    protocol = KafkaModernProtocol

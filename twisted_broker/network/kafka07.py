@@ -1,399 +1,64 @@
-"""The Kafka 0.7 wire protocol on a Twisted connection.
+"""The Kafka 0.7 wire protocol on a connection: frames decoded by codec/kafka07, handed to the
+0.7 handler table.
 
-Kafka 0.7 has no correlation ids: a client matches responses to requests by order. So each
-connection handles one request at a time: frames that arrive while a response is streaming
-wait in a queue, and the connection stops reading from its socket until the queue is empty
-again, so a client that pipelines requests without reading responses cannot make the broker
-buffer without bound. Bad framing, an unknown request type or a malformed body close the
-connection (0.7 answers nothing), with one WARNING naming the peer.
+Kafka 0.7 has no correlation ids: a client matches responses to requests by order, which the
+protocol-blind ``FramedConnection`` (connection.py) keeps, with its bounds on what a peer can make
+the broker hold. Bad framing, an unknown request type or a malformed body close the
+connection (0.7 answers nothing), with one WARNING naming the peer; so does a request the
+table refuses the 0.7 way (``CloseConnection``).
 
-What a hostile or stuck peer can make the broker hold, and the bound on it:
-
-- responses it does not read: fetched regions stream only as fast as the socket takes them;
-  small responses (offsets, empty fetches) are written at once, so after every
-  ``PACE_BYTES`` of them the connection waits until the transport has sent them (the peer
-  read them) before it serves the next request;
-- requests it floods: at most ``REQUESTS_PER_TURN`` are served before the other connections
-  get their turn (the reactor reads 64 KiB at a time: 2,400 empty fetches);
-- requests it sends only in part: a frame over ``SMALL_REQUEST_BYTES`` must first reserve its
-  size from the ``RequestBudget`` all connections share (request_budget.py says why).
+With ``fetch_wait_max_ms`` above 0 (and a clock), a fetch whose every partition is caught up
+is held until a flush publishes data in one of them or the wait ends (the table's
+``hold_fetch``; handlers/held_fetch.py says why).
 """
 
 from __future__ import annotations
 
-import logging
-import time
-from collections import deque
+from twisted_broker.codec.kafka07.replication import ALL_REQUEST_NAMES, REPLICATION_REQUEST_TYPES
+from twisted_broker.codec.kafka07.requests import REQUEST_TYPES, TrailingBytes, UnknownRequestType, decode_request
+from twisted_broker.errors import CloseConnection, Truncated
+from twisted_broker.network.connection import FramedConnection, RefusedRequest
+from twisted_broker.network.connection_factory import ConnectionFactory
 
-from twisted.internet.defer import Deferred
-from twisted.internet.protocol import Factory, Protocol
+__all__ = ["KafkaServerFactory", "KafkaServerProtocol"]
 
-from twisted_broker.errors import Truncated
-from twisted_broker.network.file_streaming import stream_region, wait_for_drain
-from twisted_broker.network.request_budget import RequestBudget
-from twisted_broker.network.socket_options import set_socket_options
-from twisted_broker.handlers.kafka07.broker import Broker, CloseConnection, Piece
-from twisted_broker.handlers.kafka07.held_fetch import HeldFetch
-from twisted_broker.storage.segment import FileRegion
-from twisted_broker.codec.kafka07.framing import FrameDecoder, FrameTooLarge
-from twisted_broker.codec.kafka07.replication import ALL_REQUEST_NAMES
-from twisted_broker.codec.kafka07.requests import TrailingBytes, UnknownRequestType, decode_request
-
-log = logging.getLogger(__name__)
-
-__all__ = ["KafkaServerFactory", "KafkaServerProtocol", "RequestBudget"]  # RequestBudget: importable here as before
-
-DEFAULT_MAX_REQUEST_BYTES = 104_857_600
-# Bytes of small responses written without knowing that the peer reads them.
-PACE_BYTES = 256 * 1024
-# Requests served from one connection before the reactor turns to the others: one read can
-# bring 2,400 empty fetches, 25 ms of work that every other connection would wait behind.
-REQUESTS_PER_TURN = 100
-# Requests up to this size (fetches, offsets, most produces) never wait for the budget.
-SMALL_REQUEST_BYTES = 64 * 1024
-STALLED_REQUEST_S = 30.0
+_REQUEST_TYPES = {**REQUEST_TYPES, **REPLICATION_REQUEST_TYPES}
 
 
-class KafkaServerProtocol(Protocol):
-    def __init__(self, broker: Broker, *, max_request_size: int = DEFAULT_MAX_REQUEST_BYTES,
-                 send_buffer_bytes: int | None = None, receive_buffer_bytes: int | None = None,
-                 budget: RequestBudget | None = None, clock=None, fetch_wait_max_ms: int = 0) -> None:
-        self._broker = broker
-        self._stats = broker.stats.requests
-        self._decoder = FrameDecoder(max_request_size)
-        self._frames: deque = deque()
-        self._busy = False  # a response is being streamed, or small ones are being drained
-        self._paused = False  # reading stopped because requests arrived while busy
-        self._closing = False
-        self._buffer_sizes = (send_buffer_bytes, receive_buffer_bytes)
-        self._unconfirmed_bytes = 0  # small responses written since the transport last drained
-        # Shared by the factory's connections; a protocol made alone gets one of its own.
-        self._budget = budget or RequestBudget(2 * max_request_size)
-        # For the stalled-request timeout and the turns given to other connections; None
-        # (tests on a StringTransport): neither.
-        self._clock = clock
-        self._reserved_bytes = 0  # reserved for the frame being received
-        self._awaiting_budget = False
-        self._stall_timer = None
-        # fetch.wait.max.ms (server/held_fetch.py); needs the clock.
+class KafkaServerProtocol(FramedConnection):
+    """One connection of the 0.7 port. ``table`` serves its requests (handlers/kafka07's
+    Broker): ``request_classes`` (what is decoded), ``handle``, ``hold_fetch`` and
+    ``stats.requests``, the port's request figures."""
+
+    def __init__(self, table, *, fetch_wait_max_ms: int = 0, clock=None, **options) -> None:
+        super().__init__(table.stats.requests, clock=clock, **options)
+        self._table = table
+        # fetch.wait.max.ms; needs the clock.
         self._fetch_wait_s = fetch_wait_max_ms / 1000 if clock is not None else 0.0
-        self._held: HeldFetch | None = None
-        self._answering = False  # inside _answer: a Deferred answer that fires now must not resume
 
-    def connectionMade(self) -> None:
-        if self.factory is not None:
-            self.factory.connections.add(self)
-        peer = self.transport.getPeer()
-        self._connection = self._stats.connection_opened(getattr(peer, "host", str(peer)), getattr(peer, "port", 0))
-        self._connection.queued = self._frames.__len__
-        self._connection.reading = lambda: not (self._paused or self._awaiting_budget)
-        set_socket_options(self.transport, *self._buffer_sizes)
-
-    def connectionLost(self, reason=None) -> None:
-        if self.factory is not None:
-            self.factory.connections.discard(self)
-        self._stats.connection_closed(self._connection)
-        self._closing = True
-        self._frames.clear()
-        if self._held is not None:
-            self._held.cancel()
-            self._held = None
-        if self._awaiting_budget:
-            self._awaiting_budget = False
-            self._budget.cancel(self)
-        self._release_reservation()
-
-    def dataReceived(self, data: bytes) -> None:
-        if self._closing:
-            return
-        self._stats.bytes_read.add(len(data))
-        self._connection.bytes_received += len(data)
-        self._connection.last_activity_s = self._stats.now()
-        if self._busy and not self._paused:
-            # A pipelining client: read nothing more until this response is out, so it cannot
-            # make us buffer without bound. (Not done per response: 2 epoll calls each.)
-            self._paused = True
-            self.transport.pauseProducing()
+    def decode(self, frame):
         try:
-            frames = self._decoder.feed(data)
-        except FrameTooLarge as exc:
-            # 0.7 reads one request at a time: the requests before the bad size are served
-            # first, whether or not they arrived in the same read; then the connection closes.
-            self._frames.extend(exc.frames)
-            self._frames.append(exc)
-            self._release_reservation()
-        else:
-            self._frames.extend(frames)
-            self._budget_partial_frame(bool(frames))
-        self._serve()
+            return decode_request(frame, self._table.request_classes)
+        except (Truncated, TrailingBytes, UnknownRequestType, UnicodeDecodeError) as exc:
+            raise RefusedRequest(f"malformed request: {exc}") from None
 
-    # -- the budget of partly received big requests --------------------------------------
-
-    def _budget_partial_frame(self, completed: bool) -> None:
-        """Account for the frame still being received after a read; stop reading if it must wait."""
-        if completed:
-            self._release_reservation()  # the reserved frame is complete (and queued or served)
-            if self._awaiting_budget:  # completed without waiting (a transport that kept reading)
-                self._awaiting_budget = False
-                self._budget.cancel(self)
-        elif self._reserved_bytes:
-            if self._stall_timer is not None:
-                self._stall_timer.reset(STALLED_REQUEST_S)
-            return
-        if self._awaiting_budget:
-            return
-        size = self._decoder.next_frame_size()
-        if size is None or size <= SMALL_REQUEST_BYTES:
-            return
-        if self._budget.reserve(self, size):
-            self._reserved(size)
-        else:
-            self._awaiting_budget = True
-            self.transport.pauseProducing()
-
-    def budget_granted(self, size: int) -> None:
-        """The budget grants a waiting reservation: read on."""
-        self._awaiting_budget = False
-        if self._closing:
-            self._budget.release(size)
-            return
-        self._reserved(size)
-        if not self._paused:
-            self.transport.resumeProducing()
-
-    def _reserved(self, size: int) -> None:
-        self._reserved_bytes = size
-        if self._clock is not None:
-            self._stall_timer = self._clock.callLater(STALLED_REQUEST_S, self._stalled)
-
-    def _release_reservation(self) -> None:
-        if self._stall_timer is not None:
-            if self._stall_timer.active():
-                self._stall_timer.cancel()
-            self._stall_timer = None
-        if self._reserved_bytes:
-            size, self._reserved_bytes = self._reserved_bytes, 0
-            self._budget.release(size)
-
-    def _stalled(self) -> None:
-        self._stall_timer = None
-        self._refuse(f"no bytes for {STALLED_REQUEST_S:.0f} s in the middle of a "
-                     f"{self._reserved_bytes}-byte request")
-        self._release_reservation()
-
-    def _serve(self) -> None:
-        """Handle queued frames in order until one needs streaming or the queue is empty."""
-        served = 0
-        while self._frames and not self._busy and not self._closing:
-            if served == REQUESTS_PER_TURN and self._clock is not None:
-                self._next_turn()
-                return
-            served += 1
-            frame = self._frames.popleft()
-            if isinstance(frame, FrameTooLarge):
-                self._refuse(str(frame))
-                return
-            started = time.perf_counter()
-            try:
-                request = decode_request(frame, self._broker.request_classes)
-            except (Truncated, TrailingBytes, UnknownRequestType, UnicodeDecodeError) as exc:
-                self._refuse(f"malformed request: {exc}")
-                return
-            if self._fetch_wait_s and self._hold_if_caught_up(request):
-                return
-            self._answer(request, started)
-
-    def _answer(self, request, started: float) -> None:
-        """Handle one request and write or start streaming its response."""
+    def handle(self, request):
         try:
-            pieces = self._broker.handle(request)
+            return self._table.handle(request)
         except CloseConnection as exc:
-            self._refuse(str(exc))
-            return
-        if isinstance(pieces, Deferred):  # replication's waiting answers: in order, like a held fetch
-            self._busy = True
-            # An answer ready at once is written here, and _serve's loop goes on: resuming from
-            # inside it would recurse once per pipelined request.
-            self._answering = True
-            pieces.addCallbacks(lambda ready: self._answer_later(request, started, ready), self._answer_failed)
-            self._answering = False
-            return
-        self._respond(request, started, pieces)
+            raise RefusedRequest(str(exc)) from exc
 
-    def _answer_later(self, request, started: float, pieces: list | None = None) -> None:
-        """Answer a request that waited: a held fetch (``pieces`` None: handled now) or one
-        whose answer replication made wait (``pieces`` ready)."""
-        self._busy = False
-        if self._closing:
-            _close_regions(pieces or ())
-            return
-        if pieces is None:
-            self._answer(request, started)
-        else:
-            self._respond(request, started, pieces)
-        if not self._busy and not self._answering:
-            self._resume(False)
+    def describe(self, request) -> tuple[int, str]:
+        request_type = _REQUEST_TYPES[type(request)]
+        return request_type, ALL_REQUEST_NAMES[request_type]
 
-    def _answer_failed(self, failure) -> None:
-        log.error("answering a request from %s failed", self._peer(), exc_info=(
-            failure.type, failure.value, failure.getTracebackObject()))
-        self._busy = False
-        self._refuse("internal error")
-
-    def _respond(self, request, started: float, pieces) -> None:
-        request_type = self._broker.request_type(request)
-        self._connection.requests += 1
-        self._connection.responses += bool(pieces)
-        self._connection.last_request = ALL_REQUEST_NAMES[request_type]
-        if not any(isinstance(piece, FileRegion) for piece in pieces):
-            self._write_bytes(pieces)
-            self._stats.record(request_type, time.perf_counter() - started)
-            if self._unconfirmed_bytes >= PACE_BYTES:
-                self._wait_for_drain()
-            return
-        self._busy = True
-        self._stream(deque(pieces), request_type, started)
-
-    def _hold_if_caught_up(self, request) -> bool:
-        """Hold a fetch with nothing new in any partition until a flush or the wait ends."""
-        logs = self._broker.caught_up_logs(request)
-        if logs is None:
-            return False
-        self._busy = True
-        self._held = HeldFetch(self._clock, logs, lambda: self._answer_held(request), self._fetch_wait_s)
-        return True
-
-    def _answer_held(self, request) -> None:
-        self._held = None
-        # The time in the statistics is the work of answering, as for any other request.
-        self._answer_later(request, time.perf_counter())
-
-    def _next_turn(self) -> None:
-        """Let the reactor serve other connections before this one's next requests."""
-        self._busy = True
-        if not self._paused:
-            self._paused = True
-            self.transport.pauseProducing()
-        self._clock.callLater(0, self._resume, False)
-
-    def _write_bytes(self, pieces: list[Piece]) -> None:
-        if pieces:
-            data = b"".join(pieces)
-            self._count_sent(len(data))
-            self._unconfirmed_bytes += len(data)
-            self.transport.write(data)
-
-    def _count_sent(self, length: int) -> None:
-        self._stats.bytes_written.add(length)
-        self._connection.bytes_sent += length
-        self._connection.last_activity_s = self._stats.now()
-
-    def _wait_for_drain(self) -> None:
-        """Serve nothing more until the transport has sent the small responses written so far.
-
-        Without this a peer that pipelines offsets requests (up to 8 bytes per segment
-        returned for a 31-byte request) and never reads would grow the transport's buffer
-        without bound.
-        """
-        self._busy = True
-        wait_for_drain(self.transport).addCallbacks(
-            lambda _: self._resume(True), lambda failure: self._stream_failed(deque(), failure))
-
-    def _resume(self, drained: bool) -> None:
-        """Serve on after a drain wait (``drained``) or a turn given to other connections."""
-        if drained:
-            self._unconfirmed_bytes = 0
-        self._busy = False
-        if not self._closing:
-            if self._paused:
-                self._paused = False
-                if not self._awaiting_budget:
-                    self.transport.resumeProducing()
-            self._serve()
-
-    def _stream(self, pieces: deque, request_type: int, started: float) -> None:
-        """Write pieces in order; stream each region, then continue with what follows it."""
-        while pieces:
-            header: list[Piece] = []
-            while pieces and not isinstance(pieces[0], FileRegion):
-                header.append(pieces.popleft())
-            if not pieces:
-                self._write_bytes(header)
-                break
-            piece = pieces.popleft()
-            prefix = b"".join(header)
-            self._count_sent(len(prefix) + piece.length)
-            # The bytes before a region go with it: on an idle socket both leave at once.
-            done = stream_region(piece, self.transport, prefix)
-            if not done.called:
-                done.addCallbacks(lambda _: self._stream(pieces, request_type, started),
-                                  lambda failure: self._stream_failed(pieces, failure))
-                return
-            failures: list = []
-            done.addErrback(failures.append)  # it finished at once: take its outcome here
-            if failures:
-                self._stream_failed(pieces, failures[0])
-                return
-        self._stats.record(request_type, time.perf_counter() - started)
-        # A streamed region ends once the transport took its last bytes: what was written
-        # before it has been sent, as after a drain.
-        self._resume(True)
-
-    def _stream_failed(self, pieces: deque, failure) -> None:
-        _close_regions(pieces)
-        pieces.clear()
-        self._busy = False
-        if not self._closing:
-            # A consumer hanging up mid-response is routine; anything else is worth a warning.
-            quiet = failure.check(BrokenPipeError, ConnectionResetError, ConnectionError)
-            (log.debug if quiet else log.warning)(
-                "closing connection from %s: streaming a fetch response failed: %s",
-                self._peer(), failure.getErrorMessage())
-            self._closing = True
-            self.transport.loseConnection()
-
-    def _refuse(self, reason: str) -> None:
-        log.warning("closing connection from %s: %s", self._peer(), reason)
-        self._closing = True
-        self._frames.clear()
-        self.transport.loseConnection()
-
-    def _peer(self) -> str:
-        peer = self.transport.getPeer()
-        return f"{getattr(peer, 'host', peer)}:{getattr(peer, 'port', '')}"
+    def hold(self, request, resume):
+        if not self._fetch_wait_s:
+            return None
+        return self._table.hold_fetch(request, resume, wait_s=self._fetch_wait_s, clock=self._clock)
 
 
-def _close_regions(pieces) -> None:
-    for piece in pieces:
-        if isinstance(piece, FileRegion):
-            piece.close()
+class KafkaServerFactory(ConnectionFactory):
+    """Builds the connections of the 0.7 port; they share one RequestBudget."""
 
-
-class KafkaServerFactory(Factory):
-    """Builds the connections of one listening port; they share one RequestBudget.
-
-    ``max_buffered_request_bytes`` (default: twice the largest request) bounds what partly
-    received big requests may hold in all; ``clock`` (the reactor) enables the
-    stalled-request timeout and the turns between connections.
-    """
-
-    def __init__(self, broker: Broker, *, max_buffered_request_bytes: int | None = None,
-                 clock=None, **protocol_options) -> None:
-        self._broker, self._options = broker, protocol_options
-        self.connections: set[KafkaServerProtocol] = set()
-        if max_buffered_request_bytes is None:
-            max_buffered_request_bytes = 2 * protocol_options.get("max_request_size", DEFAULT_MAX_REQUEST_BYTES)
-        self.budget = RequestBudget(max_buffered_request_bytes)
-        self._clock = clock
-
-    def disconnect_all(self) -> None:
-        """Drop every connection now (broker shutdown: no request may reach a closing log)."""
-        for protocol in list(self.connections):
-            protocol.transport.abortConnection()
-
-    noisy = False  # one log line per connection would drown the broker log
-
-    def buildProtocol(self, addr) -> KafkaServerProtocol:
-        protocol = KafkaServerProtocol(self._broker, budget=self.budget, clock=self._clock, **self._options)
-        protocol.factory = self
-        return protocol
+    protocol = KafkaServerProtocol

@@ -1,11 +1,11 @@
 """The bytes that all Kafka connections together may buffer for partly received big requests.
 
-A frame up to kafka.py's ``SMALL_REQUEST_BYTES`` is buffered freely (at most that plus one
+A frame up to connection.py's ``SMALL_REQUEST_BYTES`` is buffered freely (at most that plus one
 socket read per connection); a bigger one must first reserve its declared size here, and the
 connection stops reading until it has. 0.7 allows 100 MB requests, so without it 1,000
 connections each holding a partly sent one could pin 100 GB. A reserved frame that receives
 nothing for ``STALLED_REQUEST_S`` closes its connection, so a few silent peers cannot hold the
-budget and starve every big produce. The other bounds on a peer are listed in kafka.py.
+budget and starve every big produce. The other bounds on a peer are listed in connection.py.
 Reactor thread only.
 """
 
@@ -16,7 +16,7 @@ from typing import Protocol
 
 
 class BudgetWaiter(Protocol):
-    """A connection waiting for its reservation (KafkaServerProtocol)."""
+    """A connection waiting for its reservation (connection.py's FramedConnection)."""
 
     def budget_granted(self, size: int) -> None: ...
 

@@ -14,7 +14,7 @@ process (or the flusher thread); close the ZooKeeper session. A crash skips all 
 next start recovers.
 
 The listeners come built (tap.py composes them: which protocols, on which endpoints), so this
-package imports nothing from protocols/.
+package imports nothing from network/ or handlers/.
 """
 
 from __future__ import annotations

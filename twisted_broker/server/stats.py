@@ -178,6 +178,15 @@ class BrokerStats:
     # (topic, partition) -> messages appended, over the last minute as the console's byte rate.
     log_messages: dict[tuple[str, int], WindowedCounter] = field(default_factory=dict)
 
+    def produced(self, topic: str, partition: int, messages: int, size: int) -> None:
+        """Count what one produce appended to a partition: its topic's and all topics'
+        messages and bytes in, and the partition's message rate. The one place every produce
+        path (0.7, replicated 0.7, ProduceAck, today's Produce) counts its appends."""
+        for stats in (self.topic(topic), self.all_topics):
+            stats.messages_in += messages
+            stats.bytes_in += size
+        self.appended(topic, partition, messages)
+
     def appended(self, topic: str, partition: int, count: int) -> None:
         """Count a message set appended to a log: one call per set, not per message."""
         counter = self.log_messages.get((topic, partition))

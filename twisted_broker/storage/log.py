@@ -16,7 +16,6 @@ once, flushed or not.
 from __future__ import annotations
 
 import logging
-import os
 from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable
@@ -24,7 +23,7 @@ from dataclasses import dataclass
 
 from twisted_broker.errors import LogWriteError, OffsetOutOfRange
 from twisted_broker.storage.flusher import FlushJob, Flusher, InlineFlusher
-from twisted_broker.storage.segment import FileRegion, Segment, parse_segment_file_name
+from twisted_broker.storage.segment import FileRegion, Segment
 from twisted_broker.codec.kafka07.message_set import ValidatedMessageSet
 
 log = logging.getLogger(__name__)
@@ -199,6 +198,16 @@ class Log:
         self.unflushed_messages += messages.message_count
         if self.unflushed_messages >= self.policy.flush_interval_messages:
             self.start_flush()
+        return offset
+
+    def append_indexed(self, messages: ValidatedMessageSet, entry: Callable[[int, int], object]) -> int:
+        """Append as ``append`` does, and note what was appended in its segment's offset index
+        (``entry(position, end position)`` in the segment file: an offset_index.Entry), so
+        that modern offset lookups need not walk it. Returns the offset it was written at."""
+        offset = self.append(messages)
+        segment = self._segments[-1]
+        position = offset - segment.start
+        segment.offset_index.note_appended(entry(position, position + len(messages.buffer)))
         return offset
 
     def start_flush(self) -> None:
@@ -378,23 +387,3 @@ class Log:
         finally:
             for segment in self._segments:
                 segment.close()
-
-
-def open_log_directory(directory: str, now: float) -> list[Segment]:
-    """Open the segment files of one partition directory, sorted by start (spec 4.1, 4.8).
-
-    Creates ``0...0.kafka`` in an empty directory. Raises ValueError if the segments are not
-    contiguous (0.7 refuses to start then).
-    """
-    named = sorted((start, name) for name in os.listdir(directory)
-                   if (start := parse_segment_file_name(name)) is not None)
-    segments = ([Segment(directory, start, now=now, file_name=name) for start, name in named]
-                or [Segment(directory, 0, now=now)])
-    for previous, following in zip(segments, segments[1:]):
-        if previous.start + previous.size != following.start:
-            for segment in segments:
-                segment.close()
-            raise ValueError(
-                f"{directory}: segment {os.path.basename(previous.path)} holds {previous.size} bytes "
-                f"but the next segment starts at {following.start}: segments are not contiguous")
-    return segments

@@ -22,7 +22,8 @@ from twisted_broker.storage.checkpoints import (
     HIGH_WATERMARK_CHECKPOINT, is_replica_log, read_high_watermarks, write_leader_epochs,
 )
 from twisted_broker.storage.flusher import Flusher, InlineFlusher
-from twisted_broker.storage.log import Log, LogPolicy, open_log_directory
+from twisted_broker.storage.log import Log, LogPolicy
+from twisted_broker.storage.log_directory import open_log_directory
 from twisted_broker.storage.recovery import recover_segment
 from twisted_broker.storage.replica_log import ReplicaLog
 from twisted_broker.storage.topic_name import MAX_TOPIC_NAME_LENGTH, check_topic_name

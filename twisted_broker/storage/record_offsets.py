@@ -1,4 +1,5 @@
-"""A partition log seen through modern offsets (D1): its end, lookups, fetches, batch appends.
+"""A partition log seen through modern offsets (docs/kafka-protocol.md §2): its end, lookups,
+fetches, batch appends.
 
 Everything answers over the visible part of the log only (flushed, or up to the high
 watermark of a replica's log), except ``iter_batch_headers`` and ``next_offset``, which see
@@ -233,7 +234,7 @@ def record_for_time(log: Log, timestamp: int) -> tuple[int, int] | None:
 def offset_for_time(log: Log, timestamp: int,
                     record_timestamps: Callable[[bytes], Sequence[int]] | None = None) -> int | None:
     """record_for_time's offset; ``record_timestamps(batch)``, if given, decodes a batch's
-    records' timestamps in order instead of kafka_wire's decoder."""
+    records' timestamps in order instead of codec/kafka's decoder."""
     found = _record_for_time(log, timestamp, record_timestamps or _record_timestamps)
     return None if found is None else found[0]
 
@@ -292,15 +293,13 @@ def next_offset(log: Log) -> int:
 
 
 def append_batch(log: Log, batch: bytearray, values: Sequence[bytes | None], leader_epoch: int) -> int:
-    """Stamp ``batch`` (base offset, leader epoch), store it with its records' ``values`` (D2)
+    """Stamp ``batch`` (base offset, leader epoch), store it with its records' ``values`` (docs/kafka-protocol.md §3)
     and append it; return its base offset. Raises LogWriteError as Log.append does."""
     base = next_offset(log)
     stamp(batch, base, leader_epoch)
     header = read_header(batch)
     entry = encode_stored_entry(batch, values)
-    offset = log.append(ValidatedMessageSet(memoryview(entry), header.records_count))
-    segment = log.segments[-1]
-    position = offset - segment.start
-    segment.offset_index.note_appended(Entry(position, position + len(entry), base, header.records_count,
-                                             header.max_timestamp, STORED, header))
+    log.append_indexed(ValidatedMessageSet(memoryview(entry), header.records_count),
+                       lambda position, end: Entry(position, end, base, header.records_count, header.max_timestamp,
+                                                   STORED, header))
     return base

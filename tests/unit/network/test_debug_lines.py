@@ -74,6 +74,9 @@ class ScriptedCommands:
     def banner(self) -> list[str]:
         return ["hi"]
 
+    def is_one_shot(self, line: str) -> bool:
+        return False
+
     def execute(self, line: str) -> Deferred:
         self.lines.append(line)
         return self.answers.pop(0)

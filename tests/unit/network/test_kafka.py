@@ -14,8 +14,11 @@ from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 
 from twisted_broker.config import BrokerConfig
+from twisted_broker.coordinator.group.offset_store import FileOffsets
+from twisted_broker.coordinator.producer.producer_ids import FileProducerIds
 from twisted_broker.codec.kafka.api_keys import SUPPORTED
-from twisted_broker.network.kafka import KafkaModernFactory
+from twisted_broker.network.connection import RefusedRequest
+from twisted_broker.network.kafka import KafkaModernFactory, decode_frame
 from twisted_broker.handlers.kafka.table import modern_broker
 from twisted_broker.server.stats import BrokerStats, RequestStats
 from twisted_broker.storage.log_manager import LogManager
@@ -82,8 +85,9 @@ def factory(tmp_path):
     logs = LogManager(config.log_dir, now=lambda: 1000.0, partitions_for=config.partitions_for)
     logs.open()
     clock = Clock()
-    broker = modern_broker(config, logs, BrokerStats(RequestStats(60, clock.seconds)), zk=None, cluster=None,
-                           replication=None, port=lambda: 9094, clock=clock)
+    broker = modern_broker(config, logs, BrokerStats(RequestStats(60, clock.seconds)), port=lambda: 9094,
+                           clock=clock, offsets=FileOffsets(config.log_dir),
+                           producer_ids=FileProducerIds(config.log_dir, config.brokerid))
     yield KafkaModernFactory(broker, max_request_size=1024 * 1024)
     logs.close()
 
@@ -207,3 +211,23 @@ def test_metadata_v0_with_no_topics_lists_every_topic_and_v1_with_none_lists_non
     _created, v0, v1 = peer.responses()
     assert [t[1] for t in MetadataResponse[0].decode(v0[4:]).topics] == ["made"]
     assert MetadataResponse[1].decode(v1[4:]).topics == []
+
+
+# --- decode_frame: what the listener refuses, named -------------------------------------------
+
+@pytest.mark.parametrize("name, reason", [
+    ("unknown api key", "malformed request: unknown request type 99"),
+    ("unserved version", "malformed request: Metadata v9 is not supported (v0-v7 are)"),
+    ("truncated body", "malformed request: truncated at byte"),
+    ("too short for a header", "malformed request: truncated at byte"),
+])
+def test_decode_frame_refuses_with_the_reason_the_warning_gives(factory, name, reason):
+    table = factory._table
+    with pytest.raises(RefusedRequest) as refused:
+        decode_frame(memoryview(BAD_FRAMES[name])[4:], table.api_keys)
+    assert str(refused.value).startswith(reason)
+
+
+def test_decode_frame_hands_on_an_api_versions_request_of_an_unserved_version_without_a_body(factory):
+    request = decode_frame(b"\x00\x12" b"\x00\x63" b"\x00\x00\x00\x07" b"\xff\xff", factory._table.api_keys)
+    assert (request.api_key, request.api_version, request.correlation_id, request.body) == (18, 99, 7, None)

@@ -85,6 +85,20 @@ def test_each_log_has_a_message_rate_counted_per_appended_set(tmp_path):
     assert broker_snapshot(stats, logs)["logs"][0]["messages_per_second"] == 40 / 60  # the last full minute
 
 
+def test_a_produce_counts_its_topic_all_topics_and_its_partitions_rate_in_one_call(tmp_path):
+    clock = Clock()
+    logs = LogManager(tmp_path, now=clock, partitions_for=lambda topic: 2)
+    logs.open()
+    logs.get_or_create_log("t", 1)
+    stats = BrokerStats(RequestStats(600, clock))
+    stats.produced("t", 1, 3, 120)
+    stats.produced("t", 1, 2, 80)
+    assert (stats.topic("t").messages_in, stats.topic("t").bytes_in) == (5, 200)
+    assert (stats.all_topics.messages_in, stats.all_topics.bytes_in) == (5, 200)
+    clock.time += 1
+    assert broker_snapshot(stats, logs)["logs"][0]["messages_per_second"] == 5.0
+
+
 # --- messages out (estimated) and open connections -------------------------------------------
 
 def test_messages_out_are_the_bytes_fetched_at_the_topics_messages_per_byte():

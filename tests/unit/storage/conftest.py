@@ -4,7 +4,8 @@ import os
 
 import pytest
 
-from twisted_broker.storage.log import Log, LogPolicy, open_log_directory
+from twisted_broker.storage.log import Log, LogPolicy
+from twisted_broker.storage.log_directory import open_log_directory
 from twisted_broker.storage.log_manager import LogManager
 from twisted_broker.codec.kafka07.message_set import (
     ValidatedMessageSet, encode_message_set, iter_entries, validate_message_set,

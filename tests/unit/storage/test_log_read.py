@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 from twisted_broker.errors import OffsetOutOfRange
 from twisted_broker.storage import segment as segment_module
-from twisted_broker.storage.log import Log, LogPolicy, open_log_directory
+from twisted_broker.storage.log import Log, LogPolicy
+from twisted_broker.storage.log_directory import open_log_directory
 from twisted_broker.storage.segment import INDEX_INTERVAL_BYTES
 from twisted_broker.codec.kafka07.message_set import (
     encode_message_set, iter_entries, valid_bytes, validate_message_set,

@@ -7,7 +7,8 @@ import pytest
 
 from twisted_broker.errors import InvalidMessage
 from twisted_broker.codec.kafka.legacy_sets import decode_legacy_set
-from twisted_broker.storage.log import Log, LogPolicy, open_log_directory
+from twisted_broker.storage.log import Log, LogPolicy
+from twisted_broker.storage.log_directory import open_log_directory
 from twisted_broker.storage.record_offsets import (
     append_batch, locate, modern_end, offset_for_time, read_modern, record_for_time,
 )

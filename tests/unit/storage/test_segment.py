@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from twisted_broker.storage.flusher import FlushJob
-from twisted_broker.storage.log import open_log_directory
+from twisted_broker.storage.log_directory import open_log_directory
 from twisted_broker.storage.segment import Segment, parse_segment_file_name, segment_file_name
 from twisted_broker.codec.kafka07.message_set import encode_message_set
 

@@ -1,15 +1,16 @@
 """The debug port's commands: parse a line, run it against the broker, format the answer.
 
-No sockets here: ``protocols/debug.py`` feeds lines to ``DebugCommands.execute`` and writes the
-``Answer`` it gets back. Every command is read-only except ``flush``. Bad commands and bad
+No sockets here: ``network/debug_lines.py`` feeds lines to ``DebugCommands.execute`` and
+writes the ``Answer`` it gets back. Every command is read-only except ``flush``. Bad commands and bad
 arguments raise ``CommandError`` inside and come back as one ``error: ...`` line, so a typo
 never ends a session.
 
 This module holds the command table and the dispatch; the commands are grouped by what they
-inspect: logs and statistics (server/debug_logs.py), messages (server/debug_messages.py),
-ZooKeeper (server/debug_zookeeper.py), ZooKeeper's four-letter words about this broker
-(server/debug_words.py), its replicas (server/debug_replicas.py), on the shared parsing and formatting of
-server/debug_text.py, which also says what an answer looks like. The public names of those
+inspect: logs and statistics (handlers/debug/logs.py), messages (handlers/debug/messages.py),
+ZooKeeper (handlers/debug/zookeeper.py), ZooKeeper's four-letter words about this broker
+(handlers/debug/four_letter_words.py), its replicas (handlers/debug/replicas.py), on the
+shared parsing and formatting of handlers/debug/text.py, which also says what an answer looks
+like. The public names of those
 modules that callers used from here stay importable from here.
 """
 
@@ -31,7 +32,7 @@ from twisted_broker.handlers.debug.replicas import ReplicaCommands
 from twisted_broker.handlers.debug.text import (
     PAYLOAD_PREVIEW_BYTES, CommandError, escape_bytes, format_pairs, format_table, parse_line, quoted_input,
 )
-from twisted_broker.handlers.debug.four_letter_words import FourLetterWords
+from twisted_broker.handlers.debug.four_letter_words import FourLetterWords, is_four_letter_word
 from twisted_broker.handlers.debug.zookeeper import (
     MAX_ZK_CHILDREN, ZK_DATA_PREVIEW_BYTES, ZK_SUBCOMMANDS, ZK_USAGE, ZooKeeperCommands,
 )
@@ -81,7 +82,7 @@ COMMANDS = {
     "flush": CommandSpec("flush [TOPIC]", "fsync every log (of TOPIC) and make its data visible", 0, 1),
     "replicas": CommandSpec("replicas [TOPIC]", "each replica held here: role, leader, epoch, ISR, high "
                                                 "watermark, log end, lag", 0, 1),
-    # ZooKeeper's four-letter words; as a connection's first line, a one-shot (protocols/debug.py).
+    # ZooKeeper's four-letter words; as a connection's first line, a one-shot (network/debug_lines.py).
     "ruok": CommandSpec("ruok", "imok if the broker serves", 0, 0),
     "srvr": CommandSpec("srvr", "version, broker id, mode (controller, broker, standalone), leaderships, "
                                 "uptime, connections, requests", 0, 0),
@@ -120,6 +121,10 @@ class DebugCommands:
 
     def banner(self) -> list[str]:
         return [f"twisted_broker debug port, broker {self.broker_id}: 'help' lists the commands"]
+
+    def is_one_shot(self, line: str) -> bool:
+        """Whether ``line`` is a four-letter word, answered and closed as a connection's first line."""
+        return is_four_letter_word(line)
 
     def execute(self, line: str) -> Deferred[Answer]:
         """The answer to one command line. Fires at once except for ``zk`` and a slow ``flush``.

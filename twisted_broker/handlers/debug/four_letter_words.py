@@ -1,5 +1,6 @@
 """ZooKeeper's four-letter words on the debug port: ``ruok``, ``stat``, ``srvr``, ``cons``, ``mntr``
-(server/debug_commands.py dispatches to them; protocols/debug.py also answers them as one-shots).
+(handlers/debug/commands.py dispatches to them; network/debug_lines.py also answers them as
+one-shots).
 
 Each follows the shape of ZooKeeper's answer, so the habits and scripts of ZooKeeper operators
 carry over; the figures are this broker's:
@@ -41,7 +42,7 @@ replication figures (server/stats.py ``replication_snapshot``): ``tb_under_repli
 controller), ``tb_controller_id`` and ``tb_controller_epoch`` (-1: none known / not the
 controller), ``tb_replicas`` (held here), ``tb_follower_lag_max_bytes`` (the largest lag of a
 partition this broker follows). Without ZooKeeper they are all 0 (the ids -1), so a script
-reads the same keys everywhere. The ``replicas`` command (server/debug_replicas.py) lists
+reads the same keys everywhere. The ``replicas`` command (handlers/debug/replicas.py) lists
 each replica.
 """
 

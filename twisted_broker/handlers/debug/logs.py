@@ -1,5 +1,5 @@
 """The debug port's commands about logs and statistics: ``stats``, ``topics``, ``partitions``,
-``offsets`` and ``flush`` (server/debug_commands.py dispatches to them).
+``offsets`` and ``flush`` (handlers/debug/commands.py dispatches to them).
 
 All read-only except ``flush``, which starts an fsync of each log and answers once the
 flusher (process or thread) has finished, polling instead of blocking the reactor. Reactor

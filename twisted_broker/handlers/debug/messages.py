@@ -1,6 +1,6 @@
 """The debug port's commands that show messages: ``tail`` (the last flushed messages of a
 partition) and ``dump`` (the messages at an offset), wrappers expanded; both read and print a
-bounded amount whatever the log holds (server/debug_commands.py dispatches to them).
+bounded amount whatever the log holds (handlers/debug/commands.py dispatches to them).
 
 How ``tail`` finds the last messages: offsets are byte positions and nothing on disk marks
 where a message starts, so it reads a window at the end of the newest segment and asks

@@ -1,7 +1,7 @@
 """The debug port's text, both ways: command lines and their arguments in, aligned plain
 text out. Pure: no broker, no Twisted.
 
-The answer's shape is part of the interface (INTERFACES.md, debug protocol): one or more
+The answer's shape is part of the interface (network/debug_lines.py, the debug port): one or more
 non-empty lines of plain text, columns aligned, numbers right-aligned. The protocol ends each
 answer with an empty line, so nothing here may produce one. Payloads and ZooKeeper data are
 shown as printable ASCII in double quotes with every other byte escaped, and cut at

@@ -1,5 +1,5 @@
 """The debug port's ``zk`` command: a ZooKeeper node's children (``zk ls``), or its data and
-stat (``zk get``), through the broker's own ZooKeeper session (server/debug_commands.py
+stat (``zk get``), through the broker's own ZooKeeper session (handlers/debug/commands.py
 dispatches to it). Read-only; answers are bounded, and a ZooKeeper that does not answer within
 the timeout gets an error line rather than a session that hangs.
 """

@@ -2,11 +2,11 @@
 
 A fetch answers each partition with its records from the asked offset: stored batches as
 their original bytes, streamed from the segment file with sendfile (the FEXTRA pieces of
-their 0.7 wrappers, MODERN.md D2), 0.7 entries as magic-1 message sets built in Python. The
+their 0.7 wrappers, docs/kafka-protocol.md §3), 0.7 entries as magic-1 message sets built in Python. The
 high watermark (and last stable offset: no transactions) is the last visible record's
 offset + 1. Fetch sessions (v7+) are answered "no session" (id 0), which clients take as
-"send full requests". With fewer than ``min_bytes`` to send, the fetch waits (the 0.7 port's
-held fetches, server/held_fetch.py) until one of its logs publishes new data or
+"send full requests". With fewer than ``min_bytes`` to send, the fetch waits (as the 0.7 port's
+held fetches, handlers/held_fetch.py) until one of its logs publishes new data or
 ``max_wait_ms`` passes, and is then answered with what there is.
 
 Errors per partition: 1 offset out of range, 3 unknown topic or partition, 6 not the leader.
@@ -22,7 +22,7 @@ from twisted_broker.errors import InvalidMessage, OffsetOutOfRange
 from twisted_broker.codec.kafka import errors as kafka_errors
 from twisted_broker.codec.kafka.primitives import Gap
 from twisted_broker.codec.kafka.protocol import Request
-from twisted_broker.handlers.kafka07.held_fetch import HeldFetch
+from twisted_broker.handlers.held_fetch import HeldFetch
 from twisted_broker.handlers.kafka.dispatch import WithRecords
 from twisted_broker.handlers.kafka.partitions import PartitionError, PartitionFinder, partition_answers
 from twisted_broker.server.stats import BrokerStats

@@ -1,11 +1,11 @@
-"""FindCoordinator and the consumer-group APIs of the modern listener (MODERN.md D4): the
-wire's fields to and from the group coordinator (groups/coordinator.py).
+"""FindCoordinator and the consumer-group APIs of the modern listener (docs/kafka-protocol.md §5):
+the wire's fields to and from the group coordinator (coordinator/group/coordinator.py).
 
 The coordinator of every group is the controller broker (with ZooKeeper; this broker
 without): FindCoordinator names it, and the coordinator answers group requests on any other
 broker with NOT_COORDINATOR (16), so a client that asked before a controller change finds
 the new one. Committed offsets name partitions as 0.7's group consumers do
-(``ClusterView.partition_names``).
+(``KafkaClusterView.partition_names``).
 """
 
 from __future__ import annotations

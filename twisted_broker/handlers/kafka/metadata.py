@@ -1,4 +1,4 @@
-"""Metadata, CreateTopics and DeleteTopics of the modern listener (MODERN.md D3, D5).
+"""Metadata, CreateTopics and DeleteTopics of the modern listener (docs/kafka-protocol.md §4).
 
 Topics are created as the rest of the broker creates them: with replication factor 1 and
 the broker's own partition count, a 0.7 topic (its logs here, registered under
@@ -23,7 +23,7 @@ from twisted_broker.registry.zookeeper import NoNodeError
 from twisted_broker.registry import replication_paths
 from twisted_broker.replication.admin import Kafka07Topic, create_replicated_topic, wait_for_leaders
 from twisted_broker.replication.assignment import AssignmentError
-from twisted_broker.handlers.kafka.topics import ClusterView, TopicView, is_valid_topic_name
+from twisted_broker.handlers.kafka.topics import KafkaClusterView, TopicView, is_valid_topic_name
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ POLL_S = 0.1
 class TopicRequests:
     """Handlers of Metadata (3), CreateTopics (19) and DeleteTopics (20)."""
 
-    def __init__(self, view: ClusterView, *, num_partitions: int, default_replication_factor: int,
+    def __init__(self, view: KafkaClusterView, *, num_partitions: int, default_replication_factor: int,
                  auto_create: bool, clock) -> None:
         self.view = view
         self.num_partitions = num_partitions

@@ -1,5 +1,5 @@
 """Which log of this broker a modern request for (topic, partition) reads or writes, or the
-Kafka error code that says why none (MODERN.md D3).
+Kafka error code that says why none (docs/kafka-protocol.md §4).
 
 A replicated topic's partition is its replica here, which must lead (Kafka's clients fetch
 and produce at the leader only); a 0.7 topic's modern partition is one (broker, local
@@ -15,7 +15,8 @@ from twisted.internet.defer import inlineCallbacks
 from twisted_broker.errors import InvalidTopic, KafkaError, WrongPartition
 from twisted_broker.codec.kafka import errors as kafka_errors
 from twisted_broker.replication.replica import Replica, Role
-from twisted_broker.handlers.kafka.topics import ClusterView
+from twisted_broker.replication.replica_manager import ReplicaManager
+from twisted_broker.handlers.kafka.topics import KafkaClusterView
 from twisted_broker.storage.log import Log
 
 
@@ -35,9 +36,9 @@ class Target:
 
 
 class PartitionFinder:
-    def __init__(self, view: ClusterView, replication=None) -> None:
+    def __init__(self, view: KafkaClusterView, replicas: ReplicaManager | None = None) -> None:
         self.view = view
-        self.replication = replication  # the ReplicationService, or None without ZooKeeper
+        self.replicas = replicas  # this broker's replicas; None without ZooKeeper
 
     def is_replicated(self, topic: str) -> bool:
         return self.view.cluster is not None and self.view.cluster.is_replicated(topic)
@@ -47,7 +48,7 @@ class PartitionFinder:
         """The Target a produce appends to (its log created if needed). Raises PartitionError."""
         if self.is_replicated(topic):
             try:
-                replica = self.replication.manager.leader_for_write(topic, partition, acks)
+                replica = self.replicas.leader_for_write(topic, partition, acks)
             except KafkaError as exc:  # 3 (WrongPartition), 6 and 19 carry Kafka's numbers
                 raise PartitionError(exc.code, str(exc)) from None
             return Target(replica.log, replica, replica.leader_epoch)
@@ -78,7 +79,7 @@ class PartitionFinder:
 
     def replica_for_read(self, topic: str, partition: int) -> Target:
         try:
-            replica = self.replication.manager.replica(topic, partition)
+            replica = self.replicas.replica(topic, partition)
         except WrongPartition as exc:
             raise PartitionError(kafka_errors.UNKNOWN_TOPIC_OR_PARTITION, str(exc)) from None
         if replica.role is not Role.LEADER:

@@ -3,9 +3,9 @@
 Each partition's record set is checked whole before anything of it is appended: magic 2
 batches by their CRC32C and size (``kafka.max.batch.bytes``, not 0.7's max.message.size);
 a magic 0/1 message set (older clients) is decoded and rebuilt as one magic 2 batch with its
-keys and timestamps. Each batch is stamped with its base offset (MODERN.md D1: the log's
-modern end) and the leader epoch, and stored as one 0.7 gzip wrapper (D2,
-storage/modern_reads.py), so 0.7 consumers read its values.
+keys and timestamps. Each batch is stamped with its base offset (docs/kafka-protocol.md §2:
+the log's modern end) and the leader epoch, and stored as one 0.7 gzip wrapper (§3,
+storage/record_offsets.py), so 0.7 consumers read its values.
 
 Acknowledgement: acks=0 gets no answer; acks=1 once appended; acks=-1 (all) once the batch
 is committed, i.e. visible to consumers, or error 7 at the request's timeout. On a replicated
@@ -15,10 +15,11 @@ data is visible once flushed (``log.visibility``): acks=all asks for the flush a
 flusher groups concurrent requests into one fsync) and answers when it is published, so a
 consumer started after the acknowledgement reads the batch, as with Kafka.
 
-Idempotent producers (MODERN.md D4): InitProducerId hands out ids (idempotence/
-producer_ids.py); a batch with a producer id is checked against its partition's table
-(idempotence/producer_state.py) before it is appended: a retry of one of the last five is
-acknowledged with the offset it was stored at and not stored again.
+Idempotent producers (docs/kafka-protocol.md §5): InitProducerId hands out ids
+(coordinator/producer/producer_ids.py); a batch with a producer id is checked against its
+partition's table (coordinator/producer/producer_state.py) before it is appended: a retry
+of one of the last five is acknowledged with the offset it was stored at and not stored
+again.
 
 Errors per partition (docs/kafka-protocol.md §7): 2 corrupt batch, 3 unknown topic or
 partition, 6 not the leader, 10 batch too large, 19 too few in-sync replicas, 21 bad acks,
@@ -40,7 +41,7 @@ from twisted_broker.codec.kafka.record_batch import (
 )
 from twisted_broker.codec.kafka.record_compression import UnsupportedCompression
 from twisted_broker.codec.kafka07.replication_errors import RequestTimedOut
-from twisted_broker.handlers.kafka07.held_fetch import HeldFetch
+from twisted_broker.replication.replica_manager import ReplicaManager
 from twisted_broker.handlers.kafka.partitions import PartitionError, PartitionFinder, Target, partition_answers
 from twisted_broker.server.stats import BrokerStats
 from twisted_broker.storage.log import Log
@@ -63,12 +64,13 @@ class ProduceRequests:
     which have no time."""
 
     def __init__(self, partitions: PartitionFinder, stats: BrokerStats, *, max_batch_bytes: int, clock,
-                 producer_ids) -> None:
+                 producer_ids, replicas: ReplicaManager | None = None) -> None:
         self.partitions = partitions
+        self.replicas = replicas  # this broker's replicas (commits, appends); None without ZooKeeper
         self.stats = stats
         self.max_batch_bytes = max_batch_bytes
         self.clock = clock
-        self.producer_ids = producer_ids  # idempotence/producer_ids.py: ZooKeeper's or log.dir's
+        self.producer_ids = producer_ids  # coordinator/producer/producer_ids.py: ZooKeeper's or log.dir's
         self.producers = ProducerStates()
         self._epochs: dict[tuple[str, int], int] = {}  # the leader epoch each table was built in
 
@@ -111,11 +113,10 @@ class ProduceRequests:
                 answer["error_code"] = kafka_errors.KAFKA_STORAGE_ERROR
                 continue
             if acks == -1 and target.replica is not None:
-                manager = self.partitions.replication.manager
-                waits.append((answer, manager.wait_for_commit(target.replica, target.replica.log.written_end,
-                                                              timeout_ms)))
+                waits.append((answer, self.replicas.wait_for_commit(target.replica, target.replica.log.written_end,
+                                                                    timeout_ms)))
             elif acks == -1:
-                waits.append((answer, self._visible(target.log, target.log.written_end, timeout_ms)))
+                waits.append((answer, wait_visible(target.log, target.log.written_end, timeout_ms, self.clock)))
         if waits:
             results = yield DeferredList([waiting for _, waiting in waits], consumeErrors=True)
             for (answer, _), (ok, value) in zip(waits, results):
@@ -188,32 +189,13 @@ class ProduceRequests:
             first = base if first is None else first
             count += len(values)
             size += len(batch)
-        if target.replica is not None and count:
-            self.partitions.replication.manager.appended(target.replica)
         topic = target.replica.topic if target.replica is not None else log_.topic
-        for stats in (self.stats.topic(topic), self.stats.all_topics):
-            stats.messages_in += count
-            stats.bytes_in += size
-        self.stats.appended(topic, log_.partition, count)
+        # Counted before replication hears of it, in the order of the 0.7 paths
+        # (ReplicationRequests.append).
+        self.stats.produced(topic, log_.partition, count, size)
+        if target.replica is not None and count:
+            self.replicas.appended(target.replica)
         return first
-
-    def _visible(self, log_: Log, end: int, timeout_ms: int) -> Deferred:
-        """Fires once ``log_`` shows consumers everything before ``end``; fails with
-        RequestTimedOut after ``timeout_ms``."""
-        visible: Deferred = Deferred()
-        deadline = self.clock.seconds() + max(timeout_ms, 0) / 1000
-
-        def check() -> None:
-            if log_.end_offset >= end:
-                visible.callback(None)
-            elif self.clock.seconds() >= deadline:
-                visible.errback(RequestTimedOut(f"{log_.name}: not flushed within {timeout_ms} ms"))
-            else:
-                HeldFetch(self.clock, [log_], check, deadline - self.clock.seconds())
-
-        log_.start_flush()
-        check()
-        return visible
 
     def _producers(self, target: Target):
         """The idempotent producers' table of the partition: built from its stored batches the
@@ -224,3 +206,31 @@ class ProduceRequests:
             self.producers.forget(key)
         self._epochs[key] = target.leader_epoch
         return self.producers.table(key, lambda: iter_batch_headers(log_))
+
+
+def wait_visible(log_: Log, end: int, timeout_ms: int, clock) -> Deferred:
+    """Fires once ``log_`` shows consumers everything before ``end`` (acks=all on a 0.7
+    topic); fails with RequestTimedOut after ``timeout_ms``. Asks for the flush at once."""
+    visible: Deferred = Deferred()
+    deadline = clock.seconds() + max(timeout_ms, 0) / 1000
+    timer = None
+
+    def published() -> None:
+        # Called from inside the log's publishing: settle from a clean reactor step.
+        if timer.active():
+            timer.reset(0)
+
+    def settle() -> None:
+        nonlocal timer
+        log_.unwatch_flush(published)
+        if log_.end_offset >= end:
+            visible.callback(None)
+        elif clock.seconds() >= deadline:
+            visible.errback(RequestTimedOut(f"{log_.name}: not flushed within {timeout_ms} ms"))
+        else:
+            timer = clock.callLater(deadline - clock.seconds(), settle)
+            log_.watch_flush(published)
+
+    log_.start_flush()
+    settle()
+    return visible

@@ -1,15 +1,14 @@
 """The modern listener's table of handlers, one per api key, built from the broker's parts.
 
-tap.py calls ``modern_broker`` once; every handler is a bound method of one of the
-``modern_*`` request classes, so grep finds each from its api key here.
+tap.py calls ``modern_broker`` once, with the parts it picked; every handler is a bound
+method of one of the request classes of this package (fetch, produce, metadata, groups), so
+grep finds each from its api key here.
 """
 
 from __future__ import annotations
 
 from twisted_broker.config import BrokerConfig
 from twisted_broker.coordinator.group.coordinator import GroupCoordinator
-from twisted_broker.coordinator.group.offset_store import FileOffsets, ZooKeeperOffsets
-from twisted_broker.coordinator.producer.producer_ids import FileProducerIds, ZooKeeperProducerIds
 from twisted_broker.codec.kafka import api_keys
 from twisted_broker.handlers.kafka.dispatch import ModernBroker
 from twisted_broker.handlers.kafka.fetch import FetchRequests
@@ -17,31 +16,28 @@ from twisted_broker.handlers.kafka.groups import GroupRequests
 from twisted_broker.handlers.kafka.metadata import TopicRequests
 from twisted_broker.handlers.kafka.partitions import PartitionFinder
 from twisted_broker.handlers.kafka.produce import ProduceRequests
-from twisted_broker.handlers.kafka.topics import ClusterView
+from twisted_broker.handlers.kafka.topics import KafkaClusterView
+from twisted_broker.replication.replica_manager import ReplicaManager
 from twisted_broker.server.stats import BrokerStats
 from twisted_broker.storage.log_manager import LogManager
 
 
-def modern_broker(config: BrokerConfig, logs: LogManager, stats: BrokerStats, *, zk, cluster, replication, port,
-                  clock) -> ModernBroker:
-    """The ModernBroker of one broker. ``zk``, ``cluster`` and ``replication`` are None
-    without ZooKeeper; ``port()`` is the modern listener's bound port."""
-    view = ClusterView(broker_id=config.brokerid, host=config.hostname or "127.0.0.1", port=port, logs=logs,
-                       partitions_for=logs.partitions_for, zk=zk, cluster=cluster,
-                       controller=replication.controller if replication is not None else None)
+def modern_broker(config: BrokerConfig, logs: LogManager, stats: BrokerStats, *, port, clock, offsets,
+                  producer_ids, zk=None, cluster=None, replicas: ReplicaManager | None = None,
+                  controller=None) -> ModernBroker:
+    """The ModernBroker of one broker. ``port()`` is the modern listener's bound port;
+    ``offsets`` and ``producer_ids`` are the stores tap.py picked (ZooKeeper's or log.dir's);
+    ``zk``, ``cluster`` (ClusterState), ``replicas`` and ``controller`` are None without
+    ZooKeeper."""
+    view = KafkaClusterView(broker_id=config.brokerid, host=config.hostname or "127.0.0.1", port=port, logs=logs,
+                            partitions_for=logs.partitions_for, zk=zk, cluster=cluster, controller=controller)
     topics = TopicRequests(view, num_partitions=config.num_partitions,
                            default_replication_factor=config.default_replication_factor,
                            auto_create=config.auto_create_topics_enable, clock=clock)
-    partitions = PartitionFinder(view, replication)
-    producer_ids = (ZooKeeperProducerIds(zk, config.brokerid) if zk is not None
-                    else FileProducerIds(config.log_dir, config.brokerid))
+    partitions = PartitionFinder(view, replicas)
     produce = ProduceRequests(partitions, stats, max_batch_bytes=config.kafka_max_batch_bytes,
-                              clock=clock, producer_ids=producer_ids)
+                              clock=clock, producer_ids=producer_ids, replicas=replicas)
     fetch = FetchRequests(partitions, stats, clock=clock)
-    if zk is not None:
-        offsets = ZooKeeperOffsets(zk)
-    else:
-        offsets = FileOffsets(config.log_dir)
     coordinator = GroupCoordinator(clock=clock, offsets=offsets, partition_names=view.partition_names,
                                    is_coordinator=lambda: view.controller_id() == view.broker_id)
     groups = GroupRequests(topics, coordinator)

@@ -1,5 +1,5 @@
 """What the modern listener tells clients about the cluster, and where a partition it is asked
-for lives on this broker (docs/kafka-protocol.md; MODERN.md D3, D5).
+for lives on this broker (docs/kafka-protocol.md §4).
 
 - **Brokers**: node id = ``brokerid``, at the host and port of each broker's modern listener.
   Each broker writes its own to the ephemeral ``/replication/listeners/<id>`` (JSON, version
@@ -35,11 +35,9 @@ from twisted_broker.storage.topic_name import check_topic_name
 
 log = logging.getLogger(__name__)
 
-LISTENERS = f"{replication_paths.ROOT}/listeners"
-
 
 def listener_path(broker_id: int) -> str:
-    return f"{LISTENERS}/{broker_id}"
+    return f"{replication_paths.LISTENERS}/{broker_id}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,8 +57,9 @@ class TopicView:
     partitions: tuple[PartitionView, ...]
 
 
-class ClusterView:
-    """Brokers, controller and topics as the modern protocol numbers them.
+class KafkaClusterView:
+    """Brokers, controller and topics as the modern protocol numbers them (not the
+    registry's ClusterView, the blocking view of 0.7's registry that the tools read).
 
     ``cluster`` (ClusterState), ``zk`` and ``controller`` are None without ZooKeeper;
     ``port()`` is the modern listener's bound port."""
@@ -84,7 +83,7 @@ class ClusterView:
     def brokers(self):
         """{broker id: (host, port)} of the live brokers' modern listeners, this one's always."""
         found = {self.broker_id: (self.host, self.port())}
-        for broker, value in (yield self._other_brokers_nodes(LISTENERS)).items():
+        for broker, value in (yield self._other_brokers_nodes(replication_paths.LISTENERS)).items():
             try:
                 data = json.loads(value)
                 found[broker] = (str(data["host"]), int(data["port"]))
@@ -185,7 +184,7 @@ class ClusterView:
         return locate_pair(pairs, partition, self.broker_id)
 
     def partition_names(self, topic: str):
-        """{modern partition: its name in ZooKeeper's committed offsets (D4: ``<broker>-<local
+        """{modern partition: its name in ZooKeeper's committed offsets (docs/kafka-protocol.md §5: ``<broker>-<local
         partition>`` for a 0.7 topic, the number for a replicated one)}; None for a topic
         no broker has."""
         if self.cluster is not None and self.cluster.is_replicated(topic):

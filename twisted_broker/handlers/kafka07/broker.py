@@ -14,31 +14,26 @@ import random
 from collections.abc import Callable
 
 from twisted_broker.errors import (
-    InvalidFetchSize, InvalidMessage, InvalidTopic, KafkaError, MessageSizeTooLarge,
+    CloseConnection, InvalidFetchSize, InvalidMessage, InvalidTopic, KafkaError, MessageSizeTooLarge,
     OffsetOutOfRange, UnknownError, WrongPartition,
 )
+from twisted_broker.handlers.held_fetch import HeldFetch
 from twisted_broker.server.stats import BrokerStats
 from twisted_broker.storage.log import Log
 from twisted_broker.storage.log_manager import LogManager
 from twisted_broker.storage.segment import FileRegion
 from twisted_broker.codec.kafka07.message_set import validate_message_set
 from twisted_broker.codec.kafka07.replication import (
-    ALL_REQUEST_CLASSES, EPOCH_END_OFFSET, METADATA, PRODUCE_ACK, REPLICA_FETCH, EpochEndOffsetRequest, MetadataRequest,
-    ProduceAckRequest, ReplicaFetchRequest,
+    ALL_REQUEST_CLASSES, EpochEndOffsetRequest, MetadataRequest, ProduceAckRequest, ReplicaFetchRequest,
 )
 from twisted_broker.codec.kafka07.requests import (
-    FETCH, MULTIFETCH, MULTIPRODUCE, OFFSETS, PRODUCE, REQUEST_CLASSES, FetchRequest, MultiFetchRequest,
-    MultiProduceRequest, OffsetRequest, ProduceRequest, Request,
+    REQUEST_CLASSES, FetchRequest, MultiFetchRequest, MultiProduceRequest, OffsetRequest, ProduceRequest, Request,
 )
 from twisted_broker.codec.kafka07.responses import NO_ERROR, encode_offsets_response, encode_response_header
 
 log = logging.getLogger(__name__)
 
 Piece = bytes | FileRegion
-
-
-class CloseConnection(Exception):
-    """The request is refused the 0.7 way: the broker closes the connection without a response."""
 
 
 class Broker:
@@ -50,30 +45,30 @@ class Broker:
         self.stats = stats
         self.max_message_size = max_message_size
         self._choose = choose or random.SystemRandom().randrange
-        self._handlers = {ProduceRequest: (PRODUCE, self._produce),
-                          MultiProduceRequest: (MULTIPRODUCE, self._multiproduce),
-                          FetchRequest: (FETCH, self._fetch),
-                          MultiFetchRequest: (MULTIFETCH, self._multifetch),
-                          OffsetRequest: (OFFSETS, self._offsets)}
-        # server/replication_requests.ReplicationRequests, when this broker replicates.
+        self._handlers = {ProduceRequest: self._produce, MultiProduceRequest: self._multiproduce,
+                          FetchRequest: self._fetch, MultiFetchRequest: self._multifetch,
+                          OffsetRequest: self._offsets}
+        # handlers/kafka07/replication_requests.ReplicationRequests, when this broker replicates.
         self.replication = replication
         self.request_classes = REQUEST_CLASSES  # what the protocol decodes: 0.7's, and replication's
         if replication is not None:
             self.request_classes = ALL_REQUEST_CLASSES
             self._handlers.update({
-                ReplicaFetchRequest: (REPLICA_FETCH, replication.replica_fetch),
-                EpochEndOffsetRequest: (EPOCH_END_OFFSET, replication.epoch_end_offset),
-                ProduceAckRequest: (PRODUCE_ACK, lambda request: replication.produce_ack(request, self._append_0_7)),
-                MetadataRequest: (METADATA, replication.metadata)})
+                ReplicaFetchRequest: replication.replica_fetch,
+                EpochEndOffsetRequest: replication.epoch_end_offset,
+                ProduceAckRequest: lambda request: replication.produce_ack(request, self._append_0_7),
+                MetadataRequest: replication.metadata})
 
     def handle(self, request: Request) -> list[Piece]:
         """The response pieces for ``request`` (empty for produce), or a Deferred of them for
         replication's requests that wait. Raises CloseConnection."""
-        request_type, handler = self._handlers[type(request)]
-        return handler(request)
+        return self._handlers[type(request)](request)
 
-    def request_type(self, request: Request) -> int:
-        return self._handlers[type(request)][0]
+    def hold_fetch(self, request: Request, resume: Callable[[], object], *, wait_s: float, clock) -> HeldFetch | None:
+        """Hold a fetch with nothing new in any partition until a flush publishes data in one
+        of them or ``wait_s`` ends (fetch.wait.max.ms), then ``resume()``; None: answer now."""
+        logs = self.caught_up_logs(request)
+        return None if logs is None else HeldFetch(clock, logs, resume, wait_s)
 
     # -- produce -------------------------------------------------------------------------
 
@@ -110,10 +105,7 @@ class Broker:
             self._failed_produce(topic)
             log.error("append to %s-%s failed: %s", topic, partition, exc)
             raise CloseConnection(f"produce to {topic}-{partition}: disk error") from exc
-        for stats in (self.stats.topic(topic), self.stats.all_topics):
-            stats.messages_in += messages.message_count
-            stats.bytes_in += len(messages)
-        self.stats.appended(topic, partition, messages.message_count)
+        self.stats.produced(topic, partition, messages.message_count, len(messages))
 
     def _append_0_7(self, request: ProduceRequest) -> int:
         """A ProduceAck part for a 0.7 topic: appended as 0.7 does; returns its offset.
@@ -123,9 +115,7 @@ class Broker:
             partition = self._choose(self.logs.partitions_for(request.topic))
         messages = validate_message_set(request.messages, max_message_size=self.max_message_size)
         offset = self.logs.get_or_create_log(request.topic, partition).append(messages)
-        for stats in (self.stats.topic(request.topic), self.stats.all_topics):
-            stats.messages_in += messages.message_count
-            stats.bytes_in += len(messages)
+        self.stats.produced(request.topic, partition, messages.message_count, len(messages))
         return offset
 
     def _append_replicated(self, request: ProduceRequest) -> None:
@@ -150,7 +140,7 @@ class Broker:
         """The log a 0.7 fetch or offsets request reads: a replica's (up to its high
         watermark) for a replicated topic. Raises InvalidTopic or WrongPartition."""
         if self.replication is not None and self.replication.cluster.is_replicated(topic):
-            return self.replication.manager.replica(topic, partition).log
+            return self.replication.replica_log(topic, partition)
         return self.logs.get_log(topic, partition)
 
     def _failed_produce(self, topic: str) -> None:

@@ -1,4 +1,4 @@
-"""The broker's answers to replication's request types (wire/replication.py), and its view of
+"""The broker's answers to replication's request types (codec/kafka07/replication.py), and its view of
 replicated topics for 0.7's requests (docs/replication.md §5, §7).
 
 Answers are response pieces as for 0.7's requests (bytes and file regions, streamed), or a
@@ -174,11 +174,14 @@ class ReplicationRequests:
         InvalidMessage (MessageSizeTooLarge) or LogWriteError."""
         validated = validate_message_set(messages, max_message_size=self.max_message_size)
         offset = replica.log.append(validated)
-        for stats in (self.stats.topic(replica.topic), self.stats.all_topics):
-            stats.messages_in += validated.message_count
-            stats.bytes_in += len(validated)
+        self.stats.produced(replica.topic, replica.partition, validated.message_count, len(validated))
         self.manager.appended(replica)
         return offset
+
+    def replica_log(self, topic: str, partition: int):
+        """The log of this broker's replica of a replicated partition (a 0.7 fetch or offsets
+        request reads it up to its high watermark). Raises WrongPartition."""
+        return self.manager.replica(topic, partition).log
 
     def leader_for_0_7_produce(self, topic: str, partition: int) -> Replica:
         """The replica a 0.7 produce appends to: it must lead, with enough in-sync replicas

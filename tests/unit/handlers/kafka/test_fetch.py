@@ -9,6 +9,8 @@ from twisted.internet.task import Clock
 
 from tests.unit.network.test_kafka import Peer
 from twisted_broker.config import BrokerConfig
+from twisted_broker.coordinator.group.offset_store import FileOffsets
+from twisted_broker.coordinator.producer.producer_ids import FileProducerIds
 from twisted_broker.codec.kafka.api_keys import FETCH, LIST_OFFSETS, PRODUCE
 from twisted_broker.codec.kafka.protocol import decode_response, encode_request
 from twisted_broker.codec.kafka.record_batch import build_batch, decode_batch, split_batches
@@ -32,8 +34,9 @@ def setup(tmp_path):
     logs.open()
     logs.get_or_create_log("a", 0)  # produce writes to existing topics; Metadata creates them (Kafka's rule)
     clock = Clock()
-    broker = modern_broker(config, logs, BrokerStats(RequestStats(60, clock.seconds)), zk=None, cluster=None,
-                           replication=None, port=lambda: 9094, clock=clock)
+    broker = modern_broker(config, logs, BrokerStats(RequestStats(60, clock.seconds)), port=lambda: 9094,
+                           clock=clock, offsets=FileOffsets(config.log_dir),
+                           producer_ids=FileProducerIds(config.log_dir, config.brokerid))
     yield KafkaModernFactory(broker, max_request_size=1 << 20, clock=clock), logs, clock
     logs.close()
 

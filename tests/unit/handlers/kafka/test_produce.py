@@ -1,0 +1,68 @@
+"""wait_visible: acks=all on a 0.7 topic waits for the flush that makes the batch visible."""
+
+from __future__ import annotations
+
+from twisted.internet.task import Clock
+
+from twisted_broker.handlers.kafka.produce import wait_visible
+from twisted_broker.codec.kafka07.replication_errors import RequestTimedOut
+
+
+class FlushedLog:
+    """What wait_visible uses of a Log: its visible end, start_flush and the flush watchers."""
+
+    name = "a-0"
+
+    def __init__(self, end_offset: int = 0) -> None:
+        self.end_offset = end_offset
+        self.flushes_started = 0
+        self.watchers: list = []
+
+    def start_flush(self) -> None:
+        self.flushes_started += 1
+
+    def watch_flush(self, callback) -> None:
+        self.watchers.append(callback)
+
+    def unwatch_flush(self, callback) -> None:
+        if callback in self.watchers:
+            self.watchers.remove(callback)
+
+    def publish(self, end_offset: int) -> None:
+        self.end_offset = end_offset
+        watchers, self.watchers = self.watchers, []
+        for callback in watchers:
+            callback()
+
+
+def test_an_already_visible_end_fires_at_once_after_asking_for_the_flush():
+    log, clock = FlushedLog(100), Clock()
+    fired = []
+    wait_visible(log, 100, 1000, clock).addCallback(fired.append)
+    assert fired == [None] and log.flushes_started == 1
+    assert log.watchers == [] and clock.getDelayedCalls() == []
+
+
+def test_a_flush_that_publishes_the_end_fires_from_the_next_reactor_step():
+    log, clock = FlushedLog(0), Clock()
+    fired = []
+    wait_visible(log, 100, 1000, clock).addCallback(fired.append)
+    log.publish(50)  # not far enough: waits on
+    clock.advance(0)
+    assert fired == [] and len(log.watchers) == 1
+    log.publish(100)
+    assert fired == []  # not inside the log's publishing
+    clock.advance(0)
+    assert fired == [None]
+    assert log.watchers == [] and clock.getDelayedCalls() == []
+
+
+def test_no_flush_in_time_fails_with_request_timed_out_at_the_deadline():
+    log, clock = FlushedLog(0), Clock()
+    failed = []
+    wait_visible(log, 100, 1000, clock).addErrback(lambda failure: failed.append(failure.value))
+    clock.advance(0.999)
+    assert failed == []
+    clock.advance(0.001)
+    assert len(failed) == 1 and isinstance(failed[0], RequestTimedOut)
+    assert log.watchers == [] and clock.getDelayedCalls() == []

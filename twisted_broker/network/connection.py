@@ -1,0 +1,391 @@
+"""The connection of the Kafka listeners, blind to which protocol it carries.
+
+A frame is ``int32 size`` then the request. Each protocol's connection (kafka07.py, kafka.py)
+subclasses ``FramedConnection`` with four methods: ``decode`` a frame into a request, ``handle`` it
+(the handler table it was given answers with response pieces: ``bytes`` and file regions, or a
+Deferred of them), ``describe`` it for the figures, and, optionally, ``hold`` it. This module
+holds what they share and nothing of either protocol.
+
+Requests are answered one at a time, in arrival order: Kafka 0.7 has no correlation ids, and
+today's clients, which have them, still expect their answers in order (Kafka's brokers do the
+same). So frames that arrive while a response is streaming wait in a queue, and the
+connection stops reading from its socket until the queue is empty again, so a client that
+pipelines requests without reading responses cannot make the broker buffer without bound. Bad
+framing or a request the connection refuses (``RefusedRequest``) closes the connection (0.7
+answers nothing), with one WARNING naming the peer.
+
+What a hostile or stuck peer can make the broker hold, and the bound on it:
+
+- responses it does not read: fetched regions stream only as fast as the socket takes them;
+  small responses (offsets, empty fetches) are written at once, so after every
+  ``PACE_BYTES`` of them the connection waits until the transport has sent them (the peer
+  read them) before it serves the next request;
+- requests it floods: at most ``REQUESTS_PER_TURN`` are served before the other connections
+  get their turn (the reactor reads 64 KiB at a time: 2,400 empty fetches);
+- requests it sends only in part: a frame over ``SMALL_REQUEST_BYTES`` must first reserve its
+  size from the ``RequestBudget`` all connections share (request_budget.py says why).
+
+Requests whose answer waits: ``handle`` may return a Deferred (a long-poll, acks=all), and
+``hold`` may hold a request before it is handled (0.7's caught-up fetches): either way the
+requests behind it wait, in order, and a held request is cancelled when the connection goes.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+
+from twisted.internet.defer import Deferred
+from twisted.internet.protocol import Protocol
+
+from twisted_broker.codec.kafka07.framing import FrameDecoder, FrameTooLarge
+from twisted_broker.network.file_streaming import close_regions, is_region, stream_region, wait_for_drain
+from twisted_broker.network.request_budget import RequestBudget
+from twisted_broker.network.socket_options import set_socket_options
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_REQUEST_BYTES = 104_857_600
+# Bytes of small responses written without knowing that the peer reads them.
+PACE_BYTES = 256 * 1024
+# Requests served from one connection before the reactor turns to the others: one read can
+# bring 2,400 empty fetches, 25 ms of work that every other connection would wait behind.
+REQUESTS_PER_TURN = 100
+# Requests up to this size (fetches, offsets, most produces) never wait for the budget.
+SMALL_REQUEST_BYTES = 64 * 1024
+STALLED_REQUEST_S = 30.0
+
+
+class RefusedRequest(Exception):
+    """A request the connection answers by closing, with one WARNING naming the peer and this
+    reason: a frame that does not decode, or a request the handler table refuses."""
+
+
+class FramedConnection(Protocol):
+    """One connection of a Kafka listener. ``requests`` are the listener's request figures
+    (server/stats.py's RequestStats: connection_opened, record, bytes_read, ...)."""
+
+    def __init__(self, requests, *, max_request_size: int = DEFAULT_MAX_REQUEST_BYTES,
+                 send_buffer_bytes: int | None = None, receive_buffer_bytes: int | None = None,
+                 budget: RequestBudget | None = None, clock=None) -> None:
+        self._stats = requests
+        self._decoder = FrameDecoder(max_request_size)
+        self._frames: deque = deque()
+        self._busy = False  # a response is being streamed, or small ones are being drained
+        self._paused = False  # reading stopped because requests arrived while busy
+        self._closing = False
+        self._buffer_sizes = (send_buffer_bytes, receive_buffer_bytes)
+        self._unconfirmed_bytes = 0  # small responses written since the transport last drained
+        # Shared by the factory's connections; a connection made alone gets one of its own.
+        self._budget = budget or RequestBudget(2 * max_request_size)
+        # For the stalled-request timeout and the turns given to other connections; None
+        # (tests on a StringTransport): neither.
+        self._clock = clock
+        self._reserved_bytes = 0  # reserved for the frame being received
+        self._awaiting_budget = False
+        self._stall_timer = None
+        self._held = None  # what ``hold`` returned for the request being held
+        self._answering = False  # inside _answer: a Deferred answer that fires now must not resume
+
+    # -- what each protocol's connection defines --------------------------------------------
+
+    def decode(self, frame: memoryview):
+        """The request in ``frame`` (the bytes after its size). Raises RefusedRequest."""
+        raise NotImplementedError
+
+    def handle(self, request) -> list | Deferred:
+        """The response pieces (empty: no response), or a Deferred of them. Raises RefusedRequest."""
+        raise NotImplementedError
+
+    def describe(self, request) -> tuple[int, str]:
+        """``(request type, name)``: the type the figures count it under, the name ``cons`` shows."""
+        raise NotImplementedError
+
+    def hold(self, request, resume: Callable[[], object]):
+        """Hold ``request`` before handling it: return something with ``cancel()``, and call
+        ``resume()`` once when it is to be handled; or None to handle it now."""
+        return None
+
+    # -- the connection ---------------------------------------------------------------------
+
+    def connectionMade(self) -> None:
+        if self.factory is not None:
+            self.factory.connections.add(self)
+        peer = self.transport.getPeer()
+        self._connection = self._stats.connection_opened(getattr(peer, "host", str(peer)), getattr(peer, "port", 0))
+        self._connection.queued = self._frames.__len__
+        self._connection.reading = lambda: not (self._paused or self._awaiting_budget)
+        set_socket_options(self.transport, *self._buffer_sizes)
+
+    def connectionLost(self, reason=None) -> None:
+        if self.factory is not None:
+            self.factory.connections.discard(self)
+        self._stats.connection_closed(self._connection)
+        self._closing = True
+        self._frames.clear()
+        if self._held is not None:
+            self._held.cancel()
+            self._held = None
+        if self._awaiting_budget:
+            self._awaiting_budget = False
+            self._budget.cancel(self)
+        self._release_reservation()
+
+    def dataReceived(self, data: bytes) -> None:
+        if self._closing:
+            return
+        self._stats.bytes_read.add(len(data))
+        self._connection.bytes_received += len(data)
+        self._connection.last_activity_s = self._stats.now()
+        if self._busy and not self._paused:
+            # A pipelining client: read nothing more until this response is out, so it cannot
+            # make us buffer without bound. (Not done per response: 2 epoll calls each.)
+            self._paused = True
+            self.transport.pauseProducing()
+        try:
+            frames = self._decoder.feed(data)
+        except FrameTooLarge as exc:
+            # 0.7 reads one request at a time: the requests before the bad size are served
+            # first, whether or not they arrived in the same read; then the connection closes.
+            self._frames.extend(exc.frames)
+            self._frames.append(exc)
+            self._release_reservation()
+        else:
+            self._frames.extend(frames)
+            self._budget_partial_frame(bool(frames))
+        self._serve()
+
+    # -- the budget of partly received big requests --------------------------------------
+
+    def _budget_partial_frame(self, completed: bool) -> None:
+        """Account for the frame still being received after a read; stop reading if it must wait."""
+        if completed:
+            self._release_reservation()  # the reserved frame is complete (and queued or served)
+            if self._awaiting_budget:  # completed without waiting (a transport that kept reading)
+                self._awaiting_budget = False
+                self._budget.cancel(self)
+        elif self._reserved_bytes:
+            if self._stall_timer is not None:
+                self._stall_timer.reset(STALLED_REQUEST_S)
+            return
+        if self._awaiting_budget:
+            return
+        size = self._decoder.next_frame_size()
+        if size is None or size <= SMALL_REQUEST_BYTES:
+            return
+        if self._budget.reserve(self, size):
+            self._reserved(size)
+        else:
+            self._awaiting_budget = True
+            self.transport.pauseProducing()
+
+    def budget_granted(self, size: int) -> None:
+        """The budget grants a waiting reservation: read on."""
+        self._awaiting_budget = False
+        if self._closing:
+            self._budget.release(size)
+            return
+        self._reserved(size)
+        if not self._paused:
+            self.transport.resumeProducing()
+
+    def _reserved(self, size: int) -> None:
+        self._reserved_bytes = size
+        if self._clock is not None:
+            self._stall_timer = self._clock.callLater(STALLED_REQUEST_S, self._stalled)
+
+    def _release_reservation(self) -> None:
+        if self._stall_timer is not None:
+            if self._stall_timer.active():
+                self._stall_timer.cancel()
+            self._stall_timer = None
+        if self._reserved_bytes:
+            size, self._reserved_bytes = self._reserved_bytes, 0
+            self._budget.release(size)
+
+    def _stalled(self) -> None:
+        self._stall_timer = None
+        self._refuse(f"no bytes for {STALLED_REQUEST_S:.0f} s in the middle of a "
+                     f"{self._reserved_bytes}-byte request")
+        self._release_reservation()
+
+    # -- one request at a time --------------------------------------------------------------
+
+    def _serve(self) -> None:
+        """Handle queued frames in order until one needs streaming or the queue is empty."""
+        served = 0
+        while self._frames and not self._busy and not self._closing:
+            if served == REQUESTS_PER_TURN and self._clock is not None:
+                self._next_turn()
+                return
+            served += 1
+            frame = self._frames.popleft()
+            if isinstance(frame, FrameTooLarge):
+                self._refuse(str(frame))
+                return
+            started = time.perf_counter()
+            try:
+                request = self.decode(frame)
+            except RefusedRequest as exc:
+                self._refuse(str(exc))
+                return
+            held = self.hold(request, lambda request=request: self._answer_held(request))
+            if held is not None:
+                self._busy = True
+                self._held = held
+                return
+            self._answer(request, started)
+
+    def _answer(self, request, started: float) -> None:
+        """Handle one request and write or start streaming its response."""
+        try:
+            pieces = self.handle(request)
+        except RefusedRequest as exc:
+            self._refuse(str(exc))
+            return
+        if isinstance(pieces, Deferred):  # answers that wait: in order, like a held request
+            self._busy = True
+            # An answer ready at once is written here, and _serve's loop goes on: resuming from
+            # inside it would recurse once per pipelined request.
+            self._answering = True
+            pieces.addCallbacks(lambda ready: self._answer_later(request, started, ready), self._answer_failed)
+            self._answering = False
+            return
+        self._respond(request, started, pieces)
+
+    def _answer_held(self, request) -> None:
+        self._held = None
+        # The time in the statistics is the work of answering, as for any other request.
+        self._answer_later(request, time.perf_counter())
+
+    def _answer_later(self, request, started: float, pieces: list | None = None) -> None:
+        """Answer a request that waited: a held one (``pieces`` None: handled now) or one
+        whose answer was a Deferred (``pieces`` ready)."""
+        self._busy = False
+        if self._closing:
+            close_regions(pieces or ())
+            return
+        if pieces is None:
+            self._answer(request, started)
+        else:
+            self._respond(request, started, pieces)
+        if not self._busy and not self._answering:
+            self._resume(False)
+
+    def _answer_failed(self, failure) -> None:
+        log.error("answering a request from %s failed", self._peer(), exc_info=(
+            failure.type, failure.value, failure.getTracebackObject()))
+        self._busy = False
+        self._refuse("internal error")
+
+    def _respond(self, request, started: float, pieces) -> None:
+        request_type, name = self.describe(request)
+        self._connection.requests += 1
+        self._connection.responses += bool(pieces)
+        self._connection.last_request = name
+        if not any(is_region(piece) for piece in pieces):
+            self._write_bytes(pieces)
+            self._stats.record(request_type, time.perf_counter() - started)
+            if self._unconfirmed_bytes >= PACE_BYTES:
+                self._wait_for_drain()
+            return
+        self._busy = True
+        self._stream(deque(pieces), request_type, started)
+
+    def _next_turn(self) -> None:
+        """Let the reactor serve other connections before this one's next requests."""
+        self._busy = True
+        if not self._paused:
+            self._paused = True
+            self.transport.pauseProducing()
+        self._clock.callLater(0, self._resume, False)
+
+    # -- writing and streaming ---------------------------------------------------------------
+
+    def _write_bytes(self, pieces: list) -> None:
+        if pieces:
+            data = b"".join(pieces)
+            self._count_sent(len(data))
+            self._unconfirmed_bytes += len(data)
+            self.transport.write(data)
+
+    def _count_sent(self, length: int) -> None:
+        self._stats.bytes_written.add(length)
+        self._connection.bytes_sent += length
+        self._connection.last_activity_s = self._stats.now()
+
+    def _wait_for_drain(self) -> None:
+        """Serve nothing more until the transport has sent the small responses written so far.
+
+        Without this a peer that pipelines offsets requests (up to 8 bytes per segment
+        returned for a 31-byte request) and never reads would grow the transport's buffer
+        without bound.
+        """
+        self._busy = True
+        wait_for_drain(self.transport).addCallbacks(
+            lambda _: self._resume(True), lambda failure: self._stream_failed(deque(), failure))
+
+    def _resume(self, drained: bool) -> None:
+        """Serve on after a drain wait (``drained``) or a turn given to other connections."""
+        if drained:
+            self._unconfirmed_bytes = 0
+        self._busy = False
+        if not self._closing:
+            if self._paused:
+                self._paused = False
+                if not self._awaiting_budget:
+                    self.transport.resumeProducing()
+            self._serve()
+
+    def _stream(self, pieces: deque, request_type: int, started: float) -> None:
+        """Write pieces in order; stream each region, then continue with what follows it."""
+        while pieces:
+            header: list = []
+            while pieces and not is_region(pieces[0]):
+                header.append(pieces.popleft())
+            if not pieces:
+                self._write_bytes(header)
+                break
+            piece = pieces.popleft()
+            prefix = b"".join(header)
+            self._count_sent(len(prefix) + piece.length)
+            # The bytes before a region go with it: on an idle socket both leave at once.
+            done = stream_region(piece, self.transport, prefix)
+            if not done.called:
+                done.addCallbacks(lambda _: self._stream(pieces, request_type, started),
+                                  lambda failure: self._stream_failed(pieces, failure))
+                return
+            failures: list = []
+            done.addErrback(failures.append)  # it finished at once: take its outcome here
+            if failures:
+                self._stream_failed(pieces, failures[0])
+                return
+        self._stats.record(request_type, time.perf_counter() - started)
+        # A streamed region ends once the transport took its last bytes: what was written
+        # before it has been sent, as after a drain.
+        self._resume(True)
+
+    def _stream_failed(self, pieces: deque, failure) -> None:
+        close_regions(pieces)
+        pieces.clear()
+        self._busy = False
+        if not self._closing:
+            # A consumer hanging up mid-response is routine; anything else is worth a warning.
+            quiet = failure.check(BrokenPipeError, ConnectionResetError, ConnectionError)
+            (log.debug if quiet else log.warning)(
+                "closing connection from %s: streaming a fetch response failed: %s",
+                self._peer(), failure.getErrorMessage())
+            self._closing = True
+            self.transport.loseConnection()
+
+    def _refuse(self, reason: str) -> None:
+        log.warning("closing connection from %s: %s", self._peer(), reason)
+        self._closing = True
+        self._frames.clear()
+        self.transport.loseConnection()
+
+    def _peer(self) -> str:
+        peer = self.transport.getPeer()
+        return f"{getattr(peer, 'host', peer)}:{getattr(peer, 'port', '')}"
