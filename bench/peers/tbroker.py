@@ -15,7 +15,7 @@ run back to back under load, each covering everything appended during the one be
 at 5,000 messages/s a message waits one fsync (~0.2-0.3 ms here on a quiet disk) before it
 is visible. A caught-up consumer waits in the broker, not in a sleep: with
 ``fetch.wait.max.ms`` the broker holds a fetch that finds nothing new and answers it when
-the next flush publishes data (handlers/kafka07/held_fetch.py), so the message reaches the consumer
+the next flush publishes data (handlers/held_fetch.py), so the message reaches the consumer
 right after its fsync. The producers' figures stop the clock when an Offsets request shows
 every message flushed and visible: stricter than any peer's, which count a message once it
 is in memory or written but not yet fsynced.

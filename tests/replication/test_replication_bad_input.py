@@ -11,7 +11,7 @@ from tests.replication.conftest import Wire
 from tests.replication.test_replication_basics import segment_bytes
 from twisted_broker.registry import replication_paths
 from twisted_broker.codec.kafka07.replication import (
-    EPOCH_END_OFFSET, METADATA, PRODUCE_ACK, REPLICA_FETCH, EpochEndOffsetRequest, EpochQuery, ReplicaFetchPartition,
+    EPOCH_END_OFFSET, REPLICA_METADATA, PRODUCE_ACK, REPLICA_FETCH, EpochEndOffsetRequest, EpochQuery, ReplicaFetchPartition,
     ReplicaFetchRequest, decode_epoch_end_offsets, decode_replica_fetch_response, encode_replication_request,
 )
 
@@ -113,13 +113,13 @@ def frames(request_type: int) -> list[bytes]:
              EPOCH_END_OFFSET: encode_replication_request(EpochEndOffsetRequest(1, (EpochQuery("bad", 0, 1, 0),)))[6:],
              PRODUCE_ACK: struct.pack(">hi", -1, 1000) + struct.pack(">h", 1) + struct.pack(">h", 3) + b"bad"
                           + struct.pack(">ii", 0, 100),
-             METADATA: struct.pack(">h", 1) + struct.pack(">h", 3) + b"bad"}[request_type]
+             REPLICA_METADATA: struct.pack(">h", 1) + struct.pack(">h", 3) + b"bad"}[request_type]
     random = os.urandom(64)
     return [frame(b""), frame(valid[:len(valid) // 2]), frame(valid[:-1]), frame(valid + b"\x00"),
             frame(b"\xff" * len(valid)), frame(random)]
 
 
-@pytest.mark.parametrize("request_type", [REPLICA_FETCH, EPOCH_END_OFFSET, PRODUCE_ACK, METADATA])
+@pytest.mark.parametrize("request_type", [REPLICA_FETCH, EPOCH_END_OFFSET, PRODUCE_ACK, REPLICA_METADATA])
 def test_undecodable_replication_frames_close_the_connection_and_the_broker_serves_on(three_brokers, request_type):
     cluster = three_brokers
     cluster.create("bad")

@@ -48,12 +48,12 @@ class StreamedRegion(Protocol):
     def close(self) -> None: ...
 
 
-BYTES = (bytes, bytearray, memoryview)  # a response's pieces: these, and FileRegions
+PLAIN_PIECES = (bytes, bytearray, memoryview)  # a response's pieces: these, and FileRegions
 
 
 def is_region(piece: object) -> bool:
     """Whether a response piece is a file region to stream (not bytes to write)."""
-    return not isinstance(piece, BYTES)
+    return not isinstance(piece, PLAIN_PIECES)
 
 
 def close_regions(pieces) -> None:

@@ -25,7 +25,7 @@ from twisted_broker.replication.epochs import first_question, follower_truncatio
 from twisted_broker.codec.kafka07.replication_errors import FencedLeaderEpoch, NotLeaderForPartition, UnknownLeaderEpoch
 from twisted_broker.replication.replica import Replica, Role
 from twisted_broker.replication.replica_manager import ReplicaManager
-from twisted_broker.storage.log import EARLIEST_TIME
+from twisted_broker.codec.kafka07.requests import EARLIEST_TIME
 from twisted_broker.codec.kafka07.message_set import validate_message_set
 from twisted_broker.codec.kafka07.replication import (
     EpochEndOffsetRequest, EpochQuery, ReplicaFetchPartition, ReplicaFetchRequest, decode_epoch_end_offsets,

@@ -25,11 +25,10 @@ from twisted_broker.errors import LogWriteError, OffsetOutOfRange
 from twisted_broker.storage.flusher import FlushJob, Flusher, InlineFlusher
 from twisted_broker.storage.segment import FileRegion, Segment
 from twisted_broker.codec.kafka07.message_set import ValidatedMessageSet
+from twisted_broker.codec.kafka07.requests import EARLIEST_TIME, LATEST_TIME
 
 log = logging.getLogger(__name__)
 
-LATEST_TIME = -1
-EARLIEST_TIME = -2
 
 
 @dataclass(frozen=True, slots=True)

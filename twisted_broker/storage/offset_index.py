@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 from twisted_broker.errors import InvalidMessage
 from twisted_broker.codec.kafka.batch_header import TIMESTAMP_TYPE_LOG_APPEND, BatchHeader
+from twisted_broker.codec.kafka.legacy_sets import NO_TIMESTAMP
 from twisted_broker.storage.stored_batch import (
     HEAD_BYTES, StoredBatchError, is_stored_batch, read_stored_header,
 )
@@ -44,10 +45,9 @@ from twisted_broker.codec.kafka07.message_set import expand_wrapper
 
 log = logging.getLogger(__name__)
 
-SUFFIX = ".index"
+INDEX_SUFFIX = ".index"
 ROW = struct.Struct(">qqq")  # file position, first offset, max timestamp (ms) up to its entry
 ROW_INTERVAL_BYTES = 4096
-NO_TIMESTAMP = -1
 PLAIN, WRAPPER, STORED = "0.7 message", "0.7 wrapper", "stored batch"
 _HEAD = struct.Struct(">iBB")  # length, magic, attributes (magic 1; magic 0's crc starts there)
 _CRC_1 = struct.Struct(">I")  # a magic-1 entry's crc, at byte 6
@@ -147,7 +147,7 @@ class OffsetIndex:
     """The rows of one segment, in memory and in ``<start>.index``. One thread uses it."""
 
     def __init__(self, segment_path: str, start: int, *, truncate: bool = False) -> None:
-        self.path = segment_path[:segment_path.rfind(".")] + SUFFIX
+        self.path = segment_path[:segment_path.rfind(".")] + INDEX_SUFFIX
         self.start = start
         self.positions, self.firsts, self.times = array("q"), array("q"), array("q")
         self._marks, self._mark_times = array("q"), array("d")  # appends this run: position, s

@@ -27,11 +27,10 @@ from twisted_broker.codec.kafka.record_compression import UnsupportedCompression
 from twisted_broker.storage.stored_batch import batch_pieces, encode_stored_entry
 from twisted_broker.storage.log import Log
 from twisted_broker.storage.offset_index import PLAIN, STORED, Entry, walk, wrapper_count
-from twisted_broker.storage.segment import FileRegion, Segment
+from twisted_broker.storage.segment import Piece, Segment
 from twisted_broker.codec.kafka07.message import Message
 from twisted_broker.codec.kafka07.message_set import ValidatedMessageSet, expand_wrapper
 
-Piece = FileRegion | bytes
 _LEGACY_OVERHEAD = 34  # a magic-1 entry's bytes around its value (offset, size, crc, ..., key -1)
 
 

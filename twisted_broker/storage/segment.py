@@ -35,7 +35,7 @@ from twisted_broker.codec.kafka07.crc import crc32
 
 log = logging.getLogger(__name__)
 
-SUFFIX = ".kafka"
+SEGMENT_SUFFIX = ".kafka"
 INDEX_INTERVAL_BYTES = 4096
 MAX_DAMAGE_RECORDS = 1024  # per segment; real damage is a handful, see _record_damage
 WALK_WINDOW_BYTES = 64 * 1024
@@ -44,14 +44,14 @@ _MIN_ENTRY = 5
 
 
 def segment_file_name(start: int) -> str:
-    return f"{start:020d}{SUFFIX}"
+    return f"{start:020d}{SEGMENT_SUFFIX}"
 
 
 def parse_segment_file_name(name: str) -> int | None:
     """The start offset a segment file name carries, or None if it is not a segment file."""
-    if not name.endswith(SUFFIX):
+    if not name.endswith(SEGMENT_SUFFIX):
         return None
-    digits = name[:-len(SUFFIX)]
+    digits = name[:-len(SEGMENT_SUFFIX)]
     # 0.7 accepts any digit count; isascii() because str.isdigit() also takes digits int() refuses ("²").
     return int(digits) if digits.isascii() and digits.isdigit() else None
 
@@ -112,6 +112,10 @@ class FileRegion:
 
     def __del__(self) -> None:
         self.close()
+
+
+# What a read hands out for a response: bytes, or a file region the connection streams.
+Piece = bytes | FileRegion
 
 
 class Segment:

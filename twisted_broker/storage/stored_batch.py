@@ -45,7 +45,7 @@ from twisted_broker.codec.kafka07.crc import crc32
 from twisted_broker.codec.kafka07.message import ENTRY_HEADER_1, MAGIC_1
 from twisted_broker.codec.kafka07.message_set import encode_message_set
 
-try:  # zlib-ng deflates 2-3x faster at level 1 (installed with the package; see wire/crc.py)
+try:  # zlib-ng deflates 2-3x faster at level 1 (installed with the package; see codec/kafka07/crc.py)
     from zlib_ng import zlib_ng as deflate_library
 except ModuleNotFoundError:
     deflate_library = zlib

@@ -7,7 +7,7 @@ import pytest
 from twisted_broker.server.stats import BrokerStats, RequestStats, WindowedCounter, broker_snapshot
 from twisted_broker.storage.log_manager import LogManager
 from twisted_broker.codec.kafka07.message_set import encode_message_set, validate_message_set
-from twisted_broker.codec.kafka07.requests import FETCH, PRODUCE
+from twisted_broker.codec.kafka07.requests import FETCH_TYPE, PRODUCE_TYPE
 
 
 class Clock:
@@ -46,13 +46,13 @@ def test_rate_before_the_first_window_ends_is_not_inflated_by_a_burst():
 
 def test_request_stats_keep_count_average_and_maximum_time_per_type():
     stats = RequestStats(600, Clock())
-    stats.record(PRODUCE, 0.002)
-    stats.record(PRODUCE, 0.004)
+    stats.record(PRODUCE_TYPE, 0.002)
+    stats.record(PRODUCE_TYPE, 0.004)
     snapshot = stats.snapshot()["requests"]
     assert snapshot["produce"]["count"] == 2
     assert snapshot["produce"]["avg_ms"] == pytest.approx(3.0)
     assert snapshot["produce"]["max_ms"] == pytest.approx(4.0)
-    assert snapshot["fetch"]["count"] == 0 and FETCH != PRODUCE
+    assert snapshot["fetch"]["count"] == 0 and FETCH_TYPE != PRODUCE_TYPE
 
 
 def test_broker_snapshot_reports_flushes_and_per_log_figures(tmp_path):

@@ -41,10 +41,10 @@ from twisted_broker.codec.kafka07.requests import REQUEST_CLASSES, REQUEST_NAMES
 REPLICA_FETCH = 100
 EPOCH_END_OFFSET = 101
 PRODUCE_ACK = 102
-METADATA = 103
+REPLICA_METADATA = 103
 NOT_REPLICATED = 3  # a topic's error in a Metadata answer: a 0.7 topic, whose partitions are per broker
 REPLICATION_REQUEST_NAMES = {REPLICA_FETCH: "replica-fetch", EPOCH_END_OFFSET: "epoch-end-offset",
-                             PRODUCE_ACK: "produce-ack", METADATA: "metadata"}
+                             PRODUCE_ACK: "produce-ack", REPLICA_METADATA: "metadata"}
 
 _FETCH_HEAD = struct.Struct(">iii")  # replica, max wait ms, min bytes
 _FETCH_PART = struct.Struct(">iiqiq")  # partition, leader epoch, offset, max bytes, flushed offset
@@ -307,7 +307,7 @@ def decode_metadata(body: Buffer) -> Metadata:
 
 ReplicationRequest = ReplicaFetchRequest | EpochEndOffsetRequest | ProduceAckRequest | MetadataRequest
 REPLICATION_REQUEST_CLASSES = {REPLICA_FETCH: ReplicaFetchRequest, EPOCH_END_OFFSET: EpochEndOffsetRequest,
-                               PRODUCE_ACK: ProduceAckRequest, METADATA: MetadataRequest}
+                               PRODUCE_ACK: ProduceAckRequest, REPLICA_METADATA: MetadataRequest}
 REPLICATION_REQUEST_TYPES = {cls: request_type for request_type, cls in REPLICATION_REQUEST_CLASSES.items()}
 # What a replicating broker's port decodes: 0.7's five types and replication's.
 ALL_REQUEST_CLASSES = {**REQUEST_CLASSES, **REPLICATION_REQUEST_CLASSES}

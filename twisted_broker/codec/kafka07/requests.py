@@ -23,16 +23,16 @@ from dataclasses import dataclass
 from twisted_broker.errors import Truncated
 from twisted_broker.codec.kafka07.primitives import INT16, INT32, Buffer, decode_short_string, encode_short_string, unpack_at
 
-PRODUCE = 0
-FETCH = 1
-MULTIFETCH = 2
-MULTIPRODUCE = 3
-OFFSETS = 4
+PRODUCE_TYPE = 0
+FETCH_TYPE = 1
+MULTIFETCH_TYPE = 2
+MULTIPRODUCE_TYPE = 3
+OFFSETS_TYPE = 4
 # The Offsets request's special times (0.7's OffsetRequest.LatestTime / EarliestTime).
 LATEST_TIME = -1
 EARLIEST_TIME = -2
-REQUEST_NAMES = {PRODUCE: "produce", FETCH: "fetch", MULTIFETCH: "multifetch",
-                 MULTIPRODUCE: "multiproduce", OFFSETS: "offsets"}
+REQUEST_NAMES = {PRODUCE_TYPE: "produce", FETCH_TYPE: "fetch", MULTIFETCH_TYPE: "multifetch",
+                 MULTIPRODUCE_TYPE: "multiproduce", OFFSETS_TYPE: "offsets"}
 
 _FETCH = struct.Struct(">iqi")  # partition, offset, max size
 _OFFSETS = struct.Struct(">iqi")  # partition, time, max number of offsets
@@ -146,13 +146,13 @@ def _encode_many(parts: tuple) -> bytes:
     return INT16.pack(len(parts)) + b"".join(part.encode() for part in parts)
 
 
-Request = ProduceRequest | FetchRequest | MultiFetchRequest | MultiProduceRequest | OffsetRequest
-REQUEST_CLASSES = {PRODUCE: ProduceRequest, FETCH: FetchRequest, MULTIFETCH: MultiFetchRequest,
-                   MULTIPRODUCE: MultiProduceRequest, OFFSETS: OffsetRequest}
+Kafka07Request = ProduceRequest | FetchRequest | MultiFetchRequest | MultiProduceRequest | OffsetRequest
+REQUEST_CLASSES = {PRODUCE_TYPE: ProduceRequest, FETCH_TYPE: FetchRequest, MULTIFETCH_TYPE: MultiFetchRequest,
+                   MULTIPRODUCE_TYPE: MultiProduceRequest, OFFSETS_TYPE: OffsetRequest}
 REQUEST_TYPES = {cls: request_type for request_type, cls in REQUEST_CLASSES.items()}
 
 
-def decode_request(frame: Buffer, classes: dict[int, type] = REQUEST_CLASSES) -> Request:
+def decode_request(frame: Buffer, classes: dict[int, type] = REQUEST_CLASSES) -> Kafka07Request:
     """Decode one frame body (type + request). Raises UnknownRequestType, Truncated,
     TrailingBytes or UnicodeDecodeError: 0.7 closes the connection for all of them.
 
@@ -167,7 +167,7 @@ def decode_request(frame: Buffer, classes: dict[int, type] = REQUEST_CLASSES) ->
     return request
 
 
-def encode_request(request: Request, request_type: int | None = None) -> bytes:
+def encode_request(request: Kafka07Request, request_type: int | None = None) -> bytes:
     """The whole request as sent: size, type (0.7's for its requests), body."""
     body = INT16.pack(REQUEST_TYPES[type(request)] if request_type is None else request_type) + request.encode()
     return INT32.pack(len(body)) + body

@@ -2,7 +2,7 @@
 
 No sockets here: ``network/debug_lines.py`` feeds lines to ``DebugCommands.execute`` and
 writes the ``Answer`` it gets back. Every command is read-only except ``flush``. Bad commands and bad
-arguments raise ``CommandError`` inside and come back as one ``error: ...`` line, so a typo
+arguments raise ``DebugCommandError`` inside and come back as one ``error: ...`` line, so a typo
 never ends a session.
 
 This module holds the command table and the dispatch; the commands are grouped by what they
@@ -30,7 +30,7 @@ from twisted_broker.handlers.debug.messages import (
 )
 from twisted_broker.handlers.debug.replicas import ReplicaCommands
 from twisted_broker.handlers.debug.text import (
-    PAYLOAD_PREVIEW_BYTES, CommandError, escape_bytes, format_pairs, format_table, parse_line, quoted_input,
+    PAYLOAD_PREVIEW_BYTES, DebugCommandError, escape_bytes, format_pairs, format_table, parse_line, quoted_input,
 )
 from twisted_broker.handlers.debug.four_letter_words import FourLetterWords, is_four_letter_word
 from twisted_broker.handlers.debug.zookeeper import (
@@ -42,7 +42,7 @@ from twisted_broker.storage.log_manager import LogManager
 __all__ = [  # with the names kept importable from here since the split
     "COMMANDS", "DEFAULT_DUMP_BYTES", "DEFAULT_TAIL_MESSAGES", "FLUSH_POLL_S", "MAX_DECOMPRESSED_BYTES",
     "MAX_DUMP_BYTES", "MAX_DUMP_MESSAGES", "MAX_TAIL_MESSAGES", "MAX_ZK_CHILDREN", "PAYLOAD_PREVIEW_BYTES",
-    "TAIL_SCAN_BYTES", "TAIL_WINDOW_BYTES", "ZK_DATA_PREVIEW_BYTES", "ZK_SUBCOMMANDS", "Answer", "CommandError",
+    "TAIL_SCAN_BYTES", "TAIL_WINDOW_BYTES", "ZK_DATA_PREVIEW_BYTES", "ZK_SUBCOMMANDS", "Answer", "DebugCommandError",
     "CommandSpec", "DebugCommands", "MessageRow", "escape_bytes", "format_message_rows", "format_pairs",
     "format_table", "message_rows", "parse_line",
 ]
@@ -129,7 +129,7 @@ class DebugCommands:
     def execute(self, line: str) -> Deferred[Answer]:
         """The answer to one command line. Fires at once except for ``zk`` and a slow ``flush``.
 
-        CommandError becomes an ``error: ...`` answer; any other exception (a bug, a disk
+        DebugCommandError becomes an ``error: ...`` answer; any other exception (a bug, a disk
         error) fails the Deferred for the caller to log.
         """
         result = maybeDeferred(self._dispatch, line)
@@ -141,9 +141,9 @@ class DebugCommands:
         command, args = parse_line(line)
         spec = COMMANDS.get(command)
         if spec is None:
-            raise CommandError(f"unknown command {quoted_input(command)}: 'help' lists the commands")
+            raise DebugCommandError(f"unknown command {quoted_input(command)}: 'help' lists the commands")
         if not spec.min_args <= len(args) <= spec.max_args:
-            raise CommandError(f"usage: {spec.usage}")
+            raise DebugCommandError(f"usage: {spec.usage}")
         return self._handlers[command](args)
 
     def _quit(self, args: list[str]) -> Answer:
@@ -159,5 +159,5 @@ class DebugCommands:
 
 
 def _error_answer(failure: Failure) -> Answer:
-    failure.trap(CommandError)  # anything else is passed on to be logged with its traceback
+    failure.trap(DebugCommandError)  # anything else is passed on to be logged with its traceback
     return Answer([f"error: {failure.value}"])

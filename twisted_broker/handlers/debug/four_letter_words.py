@@ -56,7 +56,7 @@ from twisted_broker.server.stats import BrokerStats, ConnectionStats, RequestSta
 from twisted_broker.storage.log_manager import LogManager
 
 FOUR_LETTER_WORDS = ("ruok", "stat", "srvr", "cons", "mntr")
-STANDALONE, CONTROLLER, BROKER = "standalone", "controller", "broker"  # the modes: see the module docstring
+MODE_STANDALONE, MODE_CONTROLLER, MODE_BROKER = "standalone", "controller", "broker"  # the modes: see the module docstring
 
 
 def is_four_letter_word(line: str) -> bool:
@@ -160,8 +160,8 @@ class FourLetterWords:
 
 def _mode(replication: dict | None) -> str:
     if replication is None:
-        return STANDALONE
-    return CONTROLLER if replication["controller"]["active"] else BROKER
+        return MODE_STANDALONE
+    return MODE_CONTROLLER if replication["controller"]["active"] else MODE_BROKER
 
 
 def _replication_lines(replication: dict | None) -> list[str]:

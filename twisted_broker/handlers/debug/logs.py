@@ -12,10 +12,11 @@ from twisted.internet.defer import Deferred
 
 from twisted_broker.errors import InvalidTopic, WrongPartition
 from twisted_broker.handlers.debug.text import (
-    CommandError, format_pairs, format_table, integer_argument, partition_argument, quoted_input,
+    DebugCommandError, format_pairs, format_table, integer_argument, partition_argument, quoted_input,
 )
 from twisted_broker.server.stats import BrokerStats, broker_snapshot
-from twisted_broker.storage.log import EARLIEST_TIME, LATEST_TIME, Log
+from twisted_broker.codec.kafka07.requests import EARLIEST_TIME, LATEST_TIME
+from twisted_broker.storage.log import Log
 from twisted_broker.storage.log_manager import LogManager
 from twisted_broker.storage.segment import Segment
 
@@ -90,7 +91,7 @@ class LogCommands:
         topic = args[0]
         logs = {log_.partition: log_ for log_ in self._logs.logs() if log_.topic == topic}
         if not logs:
-            raise CommandError(f"no topic {quoted_input(topic)} on this broker")
+            raise DebugCommandError(f"no topic {quoted_input(topic)} on this broker")
         rows = []
         for partition in sorted(set(logs) | set(range(self._logs.partitions_for(topic)))):
             log_ = logs.get(partition)
@@ -112,7 +113,7 @@ class LogCommands:
         try:
             log_ = self._logs.get_log(topic, partition)
         except (InvalidTopic, WrongPartition) as exc:
-            raise CommandError(str(exc)) from None
+            raise DebugCommandError(str(exc)) from None
         if log_ is None:  # as the broker answers an offsets request (0.7)
             offsets = [0][:max_count] if time_ms in (LATEST_TIME, EARLIEST_TIME) else []
         else:
@@ -132,7 +133,7 @@ class LogCommands:
         logs = sorted((log_ for log_ in self._logs.logs() if topic is None or log_.topic == topic),
                       key=lambda log_: (log_.topic, log_.partition))
         if topic is not None and not logs:
-            raise CommandError(f"no topic {quoted_input(topic)} on this broker")
+            raise DebugCommandError(f"no topic {quoted_input(topic)} on this broker")
         targets = []
         for log_ in logs:
             if log_.write_error is None:
@@ -146,7 +147,7 @@ class LogCommands:
             if not waiting:
                 done.callback(self._flush_answer(logs))
             elif self._clock.seconds() - started > self._flush_timeout_s:
-                done.errback(CommandError(f"{len(waiting)} logs not flushed after {self._flush_timeout_s:g} s"))
+                done.errback(DebugCommandError(f"{len(waiting)} logs not flushed after {self._flush_timeout_s:g} s"))
             else:
                 self._clock.callLater(FLUSH_POLL_S, check)
 
@@ -163,13 +164,13 @@ class LogCommands:
 
 
 def log_named(logs: LogManager, topic: str, partition: int) -> Log:
-    """The log of ``topic``-``partition``; CommandError if this broker has none."""
+    """The log of ``topic``-``partition``; DebugCommandError if this broker has none."""
     try:
         log_ = logs.get_log(topic, partition)
     except (InvalidTopic, WrongPartition) as exc:
-        raise CommandError(str(exc)) from None
+        raise DebugCommandError(str(exc)) from None
     if log_ is None:
-        raise CommandError(f"no log {topic}-{partition} on this broker")
+        raise DebugCommandError(f"no log {topic}-{partition} on this broker")
     return log_
 
 
@@ -189,8 +190,8 @@ def _time_argument(text: str) -> int:
     try:
         value = int(text, 10)
     except ValueError:
-        raise CommandError(f"TIME must be latest, earliest, -1, -2 or milliseconds since 1970, "
+        raise DebugCommandError(f"TIME must be latest, earliest, -1, -2 or milliseconds since 1970, "
                            f"not {quoted_input(text)}") from None
     if value < EARLIEST_TIME:
-        raise CommandError(f"TIME must be -1 (latest), -2 (earliest) or at least 0, not {value}")
+        raise DebugCommandError(f"TIME must be -1 (latest), -2 (earliest) or at least 0, not {value}")
     return value

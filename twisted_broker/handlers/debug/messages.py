@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from twisted_broker.errors import CorruptWrapper, InvalidMessage
 from twisted_broker.handlers.debug.logs import log_named, publish_flushes
 from twisted_broker.handlers.debug.text import (
-    PAYLOAD_PREVIEW_BYTES, CommandError, escape_bytes, format_table, integer_argument, partition_argument,
+    PAYLOAD_PREVIEW_BYTES, DebugCommandError, escape_bytes, format_table, integer_argument, partition_argument,
 )
 from twisted_broker.storage.log import Log
 from twisted_broker.storage.log_manager import LogManager
@@ -121,13 +121,13 @@ class MessageCommands:
             at_limit = window >= self._tail_scan_bytes
             if position is None:
                 if at_limit:
-                    raise CommandError(f"no message boundary found in the last {self._tail_scan_bytes} bytes "
+                    raise DebugCommandError(f"no message boundary found in the last {self._tail_scan_bytes} bytes "
                                        f"of {log_.name}'s segment at {segment.start}")
             else:
                 try:
                     rows = list(message_rows(memoryview(data)[position:], start + position))
                 except InvalidMessage as exc:
-                    raise CommandError(f"{log_.name} near offset {start + position + exc.position}: {exc.reason}") from None
+                    raise DebugCommandError(f"{log_.name} near offset {start + position + exc.position}: {exc.reason}") from None
                 if len(rows) >= count or start == segment.start or at_limit:
                     return rows[-count:]
             window *= 4
@@ -144,7 +144,7 @@ class MessageCommands:
         segments = log_.segments
         index = bisect_right([segment.start for segment in segments], offset) - 1
         if index < 0 or offset > segments[-1].end:
-            raise CommandError(f"offset {offset} is outside [{log_.first_offset}, {log_.end_offset}] of {log_.name}")
+            raise DebugCommandError(f"offset {offset} is outside [{log_.first_offset}, {log_.end_offset}] of {log_.name}")
         segment = segments[index]
         length = min(max_bytes, segment.end - offset)
         if length <= 0:
@@ -170,20 +170,20 @@ class MessageCommands:
                 rows.append(row)
         except InvalidMessage as exc:
             if not rows:
-                raise CommandError(f"no message starts at offset {offset} of {log_.name}: {exc.reason}") from None
+                raise DebugCommandError(f"no message starts at offset {offset} of {log_.name}: {exc.reason}") from None
             stopped = f"(stopped at offset {offset + exc.position}: {exc.reason})"
         if not rows:  # a message larger than MAXBYTES, or no message starts here
             needed = INT32.unpack_from(data)[0] + 4 if len(data) >= 4 else 0
             if needed > MAX_DUMP_BYTES:
-                raise CommandError(f"the entry at offset {offset} of {log_.name} would be {needed} bytes: "
+                raise DebugCommandError(f"the entry at offset {offset} of {log_.name} would be {needed} bytes: "
                                    f"not a message boundary, or more than dump reads ({MAX_DUMP_BYTES})")
             whole = self._read(log_, offset, needed) if max_bytes < needed else b""
             if len(whole) != needed or not entry_is_valid(whole):
-                raise CommandError(f"no message starts at offset {offset} of {log_.name}")
+                raise DebugCommandError(f"no message starts at offset {offset} of {log_.name}")
             return [f"(the message at offset {offset} is {needed} bytes with its length: more than MAXBYTES {max_bytes})"]
         if not entry_is_valid(data):
             # Later entries with a bad CRC are shown as BAD; a first one is more likely garbage.
-            raise CommandError(f"the entry at offset {offset} of {log_.name} fails its CRC check: "
+            raise DebugCommandError(f"the entry at offset {offset} of {log_.name} fails its CRC check: "
                                f"not a message boundary, or damaged on disk")
         # For an inner message other than a wrapper's last, next is the wrapper's offset (0.7's).
         return [*format_message_rows(rows), f"next offset {rows[-1].next_offset}", *([stopped] if stopped else [])]

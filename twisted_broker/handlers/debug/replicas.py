@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from twisted_broker.handlers.debug.text import CommandError, format_table
+from twisted_broker.handlers.debug.text import DebugCommandError, format_table
 
-HEADER = ["topic", "partition", "role", "leader", "epoch", "isr", "hw", "end", "lag"]
+REPLICAS_HEADER = ["topic", "partition", "role", "leader", "epoch", "isr", "hw", "end", "lag"]
 
 
 class ReplicaCommands:
@@ -25,11 +25,11 @@ class ReplicaCommands:
 
     def replicas(self, args: list[str]) -> list[str]:
         if self._replication is None:
-            raise CommandError("no replication: this broker runs without ZooKeeper")
+            raise DebugCommandError("no replication: this broker runs without ZooKeeper")
         rows = [row for row in self._replication()["replicas"] if not args or row["topic"] == args[0]]
         if not rows:
             return [f"no replica of {args[0]!r} on this broker" if args else "no replica on this broker"]
-        return format_table(HEADER, [replica_cells(row) for row in rows])
+        return format_table(REPLICAS_HEADER, [replica_cells(row) for row in rows])
 
 
 def replica_cells(row: dict) -> list:

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 PAYLOAD_PREVIEW_BYTES = 200
 
 
-class CommandError(Exception):
+class DebugCommandError(Exception):
     """A bad command or argument, or a request the broker cannot answer: ``error: <message>``."""
 
 
@@ -26,31 +26,31 @@ def parse_line(line: str) -> tuple[str, list[str]]:
     """(command, arguments) of a line: words split on whitespace, the command lower-cased."""
     words = line.split()
     if not words:
-        raise CommandError("empty command")
+        raise DebugCommandError("empty command")
     return words[0].lower(), words[1:]
 
 
 def integer_argument(text: str, what: str, minimum: int = 0, maximum: int | None = None) -> int:
-    """``text`` as a decimal integer in ``[minimum, maximum]``; CommandError naming ``what``."""
+    """``text`` as a decimal integer in ``[minimum, maximum]``; DebugCommandError naming ``what``."""
     try:
         value = int(text, 10)
     except ValueError:
-        raise CommandError(f"{what} must be an integer, not {quoted_input(text)}") from None
+        raise DebugCommandError(f"{what} must be an integer, not {quoted_input(text)}") from None
     if value < minimum or (maximum is not None and value > maximum):
         bound = f"between {minimum} and {maximum}" if maximum is not None else f"at least {minimum}"
-        raise CommandError(f"{what} must be {bound}, not {value}")
+        raise DebugCommandError(f"{what} must be {bound}, not {value}")
     return value
 
 
 def partition_argument(text: str, broker_id: int) -> int:
     """A PARTITION argument: ``P``, or ``BROKER-P`` as the CLI and the admin console name a
-    partition across brokers; CommandError unless BROKER is ``broker_id`` (this broker)."""
+    partition across brokers; DebugCommandError unless BROKER is ``broker_id`` (this broker)."""
     broker, dash, partition = text.rpartition("-")
     if not dash or not broker:  # "3", or "-1": a plain (bad) partition number
         return integer_argument(text, "PARTITION")
     broker_value = integer_argument(broker, "BROKER of BROKER-PARTITION")
     if broker_value != broker_id:
-        raise CommandError(f"partition {quoted_input(text)} is on broker {broker_value}; "
+        raise DebugCommandError(f"partition {quoted_input(text)} is on broker {broker_value}; "
                            f"this is broker {broker_id}: give P or {broker_id}-P")
     return integer_argument(partition, "PARTITION of BROKER-PARTITION")
 

@@ -12,7 +12,7 @@ from twisted.internet.defer import Deferred, TimeoutError as DeferredTimeoutErro
 from twisted.python.failure import Failure
 
 from twisted_broker.registry.zookeeper import NoNodeError
-from twisted_broker.handlers.debug.text import CommandError, escape_bytes, format_pairs, quoted_input
+from twisted_broker.handlers.debug.text import DebugCommandError, escape_bytes, format_pairs, quoted_input
 
 ZK_USAGE = "zk ls PATH | zk get PATH"
 ZK_SUBCOMMANDS = ("ls", "get")
@@ -33,10 +33,10 @@ class ZooKeeperCommands:
 
     def zk(self, args: list[str]) -> Deferred:
         if self._zk is None:
-            raise CommandError("ZooKeeper is not enabled")
+            raise DebugCommandError("ZooKeeper is not enabled")
         handler = self._handlers.get(args[0].lower())
         if handler is None:
-            raise CommandError(f"usage: {ZK_USAGE}")
+            raise DebugCommandError(f"usage: {ZK_USAGE}")
         path = _zk_path(args[1])
         result = maybeDeferred(handler, path)
         result.addTimeout(self._timeout_s, self._clock)
@@ -68,18 +68,18 @@ class ZooKeeperCommands:
 
     def _failed(self, failure: Failure, path: str):
         if failure.check(NoNodeError):
-            raise CommandError(f"no ZooKeeper node {path}")
+            raise DebugCommandError(f"no ZooKeeper node {path}")
         if failure.check(DeferredTimeoutError):
-            raise CommandError(f"ZooKeeper did not answer within {self._timeout_s:g} s")
-        raise CommandError(f"ZooKeeper: {type(failure.value).__name__} {failure.getErrorMessage()}".rstrip())
+            raise DebugCommandError(f"ZooKeeper did not answer within {self._timeout_s:g} s")
+        raise DebugCommandError(f"ZooKeeper: {type(failure.value).__name__} {failure.getErrorMessage()}".rstrip())
 
 
 def _zk_path(text: str) -> str:
     # Checked here so that a typo gets a plain answer, not whatever kazoo makes of it.
     if not text.startswith("/") or (text != "/" and (text.endswith("/") or "//" in text)):
-        raise CommandError(f"PATH must be an absolute ZooKeeper path like /brokers/ids, not {quoted_input(text)}")
+        raise DebugCommandError(f"PATH must be an absolute ZooKeeper path like /brokers/ids, not {quoted_input(text)}")
     if any(part in (".", "..") for part in text.split("/")) or any(ord(c) < 0x20 for c in text):
-        raise CommandError(f"PATH {quoted_input(text)} has a relative part or a control character")
+        raise DebugCommandError(f"PATH {quoted_input(text)} has a relative part or a control character")
     return text
 
 

@@ -15,10 +15,10 @@ from twisted.internet.defer import inlineCallbacks
 from twisted_broker.coordinator.group.coordinator import GroupCoordinator
 from twisted_broker.coordinator.group.messages import FetchedOffset, JoinRequest, OffsetCommit
 from twisted_broker.codec.kafka import errors as kafka_errors
+from twisted_broker.codec.kafka.group_schemas import GROUP_KEY
 from twisted_broker.codec.kafka.protocol import Request
 from twisted_broker.handlers.kafka.metadata import TopicRequests
 
-GROUP_KEY = 0  # FindCoordinator key_type: 1 is a transactional id (no transactions here)
 
 
 class GroupRequests:

@@ -21,19 +21,17 @@ from twisted_broker.handlers.held_fetch import HeldFetch
 from twisted_broker.server.stats import BrokerStats
 from twisted_broker.storage.log import Log
 from twisted_broker.storage.log_manager import LogManager
-from twisted_broker.storage.segment import FileRegion
+from twisted_broker.storage.segment import FileRegion, Piece
 from twisted_broker.codec.kafka07.message_set import validate_message_set
 from twisted_broker.codec.kafka07.replication import (
     ALL_REQUEST_CLASSES, EpochEndOffsetRequest, MetadataRequest, ProduceAckRequest, ReplicaFetchRequest,
 )
 from twisted_broker.codec.kafka07.requests import (
-    REQUEST_CLASSES, FetchRequest, MultiFetchRequest, MultiProduceRequest, OffsetRequest, ProduceRequest, Request,
+    REQUEST_CLASSES, FetchRequest, MultiFetchRequest, MultiProduceRequest, OffsetRequest, ProduceRequest, Kafka07Request,
 )
 from twisted_broker.codec.kafka07.responses import NO_ERROR, encode_offsets_response, encode_response_header
 
 log = logging.getLogger(__name__)
-
-Piece = bytes | FileRegion
 
 
 class Broker:
@@ -59,12 +57,12 @@ class Broker:
                 ProduceAckRequest: lambda request: replication.produce_ack(request, self._append_0_7),
                 MetadataRequest: replication.metadata})
 
-    def handle(self, request: Request) -> list[Piece]:
+    def handle(self, request: Kafka07Request) -> list[Piece]:
         """The response pieces for ``request`` (empty for produce), or a Deferred of them for
         replication's requests that wait. Raises CloseConnection."""
         return self._handlers[type(request)](request)
 
-    def hold_fetch(self, request: Request, resume: Callable[[], object], *, wait_s: float, clock) -> HeldFetch | None:
+    def hold_fetch(self, request: Kafka07Request, resume: Callable[[], object], *, wait_s: float, clock) -> HeldFetch | None:
         """Hold a fetch with nothing new in any partition until a flush publishes data in one
         of them or ``wait_s`` ends (fetch.wait.max.ms), then ``resume()``; None: answer now."""
         logs = self.caught_up_logs(request)
@@ -168,7 +166,7 @@ class Broker:
             total += 6 + length
         return [encode_response_header(NO_ERROR, total), *parts]  # the outer error is always 0
 
-    def caught_up_logs(self, request: Request) -> list[Log] | None:
+    def caught_up_logs(self, request: Kafka07Request) -> list[Log] | None:
         """The logs a fetch may wait on: those of every partition it asks for, when each
         exists and is asked at its flushed end (nothing new to send). None when anything is
         due at once: data, an error, a partition with no log yet, or not a fetch."""

@@ -25,17 +25,17 @@ from twisted_broker.replication.replica_manager import ReplicaManager
 from twisted_broker.storage.segment import FileRegion
 from twisted_broker.codec.kafka07.message_set import validate_message_set
 from twisted_broker.codec.kafka07.replication import (
-    EpochEndOffsetRequest, Metadata, MetadataRequest, PartitionMetadata, ProduceAckRequest, ReplicaFetchRequest,
-    TopicMetadata, encode_epoch_end_offsets, encode_metadata, encode_produce_acks, encode_replica_fetch_part_header,
+    NOT_REPLICATED, EpochEndOffsetRequest, Metadata, MetadataRequest, PartitionMetadata, ProduceAckRequest,
+    ReplicaFetchRequest, TopicMetadata, encode_epoch_end_offsets, encode_metadata, encode_produce_acks,
+    encode_replica_fetch_part_header,
 )
 from twisted_broker.codec.kafka07.responses import NO_ERROR, encode_response_header
+# Kafka's codes: a partition nobody here has, more replicas asked than live brokers.
+from twisted_broker.codec.kafka.errors import INVALID_REPLICATION_FACTOR, UNKNOWN_TOPIC_OR_PARTITION
 
 log = logging.getLogger(__name__)
 
-UNKNOWN_TOPIC_OR_PARTITION = 3
-NOT_REPLICATED = 3  # a metadata answer for a 0.7 topic: its partitions are per broker
 INVALID_TOPIC = 17  # Kafka's INVALID_TOPIC_EXCEPTION
-INVALID_REPLICATION_FACTOR = 38  # Kafka's: more replicas asked than live brokers
 TOPIC_CREATION_WAIT_S = 5.0
 CREATION_RETRY_S = 0.2
 

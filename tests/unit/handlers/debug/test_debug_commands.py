@@ -13,7 +13,7 @@ from tests.unit.handlers.debug.debug_fixtures import (  # noqa: F401 (fixtures)
     append, clock, commands, held_logs, logs, run, stats,
 )
 from twisted_broker.handlers.debug.commands import (
-    MAX_TAIL_MESSAGES, Answer, DebugCommands, CommandError, escape_bytes, format_pairs, format_table, parse_line,
+    MAX_TAIL_MESSAGES, Answer, DebugCommands, DebugCommandError, escape_bytes, format_pairs, format_table, parse_line,
 )
 
 
@@ -186,5 +186,5 @@ def test_a_command_error_raised_inside_is_never_a_failure(commands):
     failures = []
     commands.execute("tail").addErrback(failures.append)
     assert not failures
-    with pytest.raises(CommandError):
+    with pytest.raises(DebugCommandError):
         parse_line("   ")

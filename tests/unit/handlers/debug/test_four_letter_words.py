@@ -16,7 +16,7 @@ from twisted_broker.handlers.kafka07.broker import Broker
 from twisted_broker.handlers.debug.commands import DebugCommands
 from twisted_broker.server.stats import BrokerStats, RequestStats
 from twisted_broker.codec.kafka07.message_set import encode_message_set
-from twisted_broker.codec.kafka07.requests import FETCH, PRODUCE, FetchRequest, ProduceRequest
+from twisted_broker.codec.kafka07.requests import FETCH_TYPE, PRODUCE_TYPE, FetchRequest, ProduceRequest
 
 BROKER_ID = 7  # the commands fixture's
 
@@ -29,10 +29,10 @@ def broker(logs, stats) -> Broker:  # noqa: F811 (fixtures)
 def traffic(broker: Broker, stats: BrokerStats) -> None:
     """Three 11-byte messages produced to t-0 and fetched back, as a connection would."""
     broker.handle(ProduceRequest("t", 0, encode_message_set([b"a", b"b", b"c"])))
-    stats.requests.record(PRODUCE, 0.002)
+    stats.requests.record(PRODUCE_TYPE, 0.002)
     for piece in broker.handle(FetchRequest("t", 0, 0, 1 << 20)):
         getattr(piece, "close", lambda: None)()
-    stats.requests.record(FETCH, 0.004)
+    stats.requests.record(FETCH_TYPE, 0.004)
 
 
 def mntr(commands: DebugCommands) -> dict[str, str]:
