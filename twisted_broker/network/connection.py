@@ -40,7 +40,7 @@ from collections.abc import Callable
 from twisted.internet.defer import Deferred
 from twisted.internet.protocol import Protocol
 
-from twisted_broker.codec.kafka07.framing import FrameDecoder, FrameTooLarge
+from twisted_broker.network.framing import FrameDecoder, FrameTooLarge
 from twisted_broker.network.file_streaming import close_regions, is_region, stream_region, wait_for_drain
 from twisted_broker.network.request_budget import RequestBudget
 from twisted_broker.network.socket_options import set_socket_options

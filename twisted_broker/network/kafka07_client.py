@@ -3,7 +3,7 @@
 KafkaClientProtocol is one connection to one broker. 0.7 has no correlation ids: the broker
 answers requests one at a time, in order, and never answers a produce. So the protocol keeps a
 queue of the Deferreds waiting for a response; each complete frame (cut by
-codec.kafka07.framing.FrameDecoder) fires the oldest one. Requests may be issued back to back
+network.framing.FrameDecoder) fires the oldest one. Requests may be issued back to back
 without waiting: the broker serves them in order. A response that fits no request
 (UnexpectedResponse) puts the stream out of step: every waiting call fails and the connection
 is aborted.
@@ -24,7 +24,7 @@ from twisted.internet.protocol import Protocol
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from twisted_broker.codec.kafka07.framing import FrameDecoder, FrameTooLarge
+from twisted_broker.network.framing import FrameDecoder, FrameTooLarge
 from twisted_broker.codec.kafka07.responses import decode_error_and_body
 from twisted_broker.errors import UnexpectedResponse
 
