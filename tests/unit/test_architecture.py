@@ -370,5 +370,11 @@ def test_the_table_renders_every_unit():
     assert all(f"| {unit} |" in floors_markdown() for unit in FLOORS)
 
 
+def test_docs_architecture_draws_this_table():
+    # The map must not drift from the rules: docs/architecture.md carries FLOORS as printed.
+    doc = (ROOT / "docs" / "architecture.md").read_text()
+    assert floors_markdown() in doc, "docs/architecture.md: paste `python tests/unit/test_architecture.py`"
+
+
 if __name__ == "__main__":
     print(floors_markdown())

@@ -22,9 +22,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from twisted.internet.defer import Deferred
+
 from twisted_broker.codec.kafka.api_keys import API_NAMES, API_VERSIONS, SUPPORTED
 from twisted_broker.codec.kafka.primitives import INT16, Malformed
-from twisted_broker.codec.kafka.protocol import Request, UnsupportedVersion, decode_request
+from twisted_broker.codec.kafka.protocol import Request, UnsupportedVersion, decode_request, encode_response_pieces
 from twisted_broker.errors import Truncated
 from twisted_broker.network.connection import FramedConnection, RefusedRequest
 from twisted_broker.network.connection_factory import ConnectionFactory
@@ -56,23 +58,28 @@ def decode_frame(frame, api_keys) -> Request:
 
 class KafkaModernProtocol(FramedConnection):
     """One connection of the modern listener. ``table`` serves its requests (handlers/kafka's
-    ModernBroker): ``api_keys`` (what is decoded), ``handle`` and ``stats.requests``, the
-    listener's request figures."""
+    ModernBroker): ``handlers`` (api key -> handler; what is decoded) and ``stats.requests``,
+    the listener's request figures. The handlers return response bodies; this connection
+    frames them (codec/kafka's encode_response_pieces)."""
 
     def __init__(self, table, **options) -> None:
         super().__init__(table.stats.requests, **options)
-        self._table = table
+        self._handlers = table.handlers
         self._client_host = ""
 
     def decode(self, frame) -> Request:
-        return decode_frame(frame, self._table.api_keys)
+        return decode_frame(frame, self._handlers)
 
     def handle(self, request: Request):
         # The peer's address goes with the request, for JoinGroup's member host.
         if not self._client_host:
             peer = self.transport.getPeer()
             self._client_host = f"/{getattr(peer, 'host', peer)}"
-        return self._table.handle(replace(request, client_host=self._client_host))
+        request = replace(request, client_host=self._client_host)
+        body = self._handlers[request.api_key](request)
+        if isinstance(body, Deferred):
+            return body.addCallback(lambda answer: encode_response_pieces(request, answer))
+        return encode_response_pieces(request, body)
 
     def describe(self, request: Request) -> tuple[int, str]:
         return request.api_key, API_NAMES[request.api_key]

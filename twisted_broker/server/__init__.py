@@ -1,1 +1,1 @@
-"""The broker above the logs: request dispatch, statistics, and the timers of the flush and retention policies."""
+"""The broker above the logs: its lifecycle service (the timers of the flush and retention policies) and its figures."""

@@ -118,6 +118,32 @@ def encode_response_chunks(api_key: int, api_version: int, correlation_id: int,
     return chunks
 
 
+@dataclass(frozen=True, slots=True)
+class WithRecords:
+    """A response body whose record sets are Gaps, each ``fill`` a list of pieces (bytes and
+    file regions) of exactly ``gap.size`` bytes: sent around them, the regions streamed."""
+    body: dict
+
+
+def encode_response_pieces(request: Request, body: dict | WithRecords | None) -> list:
+    """What answers ``request``: the response frame as pieces to write in order (bytes, and the
+    fills of a WithRecords' gaps), or none for ``body`` None (a produce with acks=0).
+
+    A request of an unserved ApiVersions version (``body`` None) is answered in the v0 layout,
+    which every client reads (KIP-511).
+    """
+    if body is None:
+        return []
+    if isinstance(body, WithRecords):
+        pieces = []
+        for chunk in encode_response_chunks(request.api_key, request.api_version, request.correlation_id,
+                                            body.body):
+            pieces.extend(chunk.fill if type(chunk) is Gap else (chunk,))
+        return pieces
+    version = request.api_version if request.body is not None else 0
+    return [encode_response(request.api_key, version, request.correlation_id, body)]
+
+
 def decode_response(api_key: int, api_version: int, frame: Buffer) -> tuple[int, dict]:
     """``(correlation_id, body)`` of a response frame's contents (the bytes after its size)."""
     if len(frame) < 4:

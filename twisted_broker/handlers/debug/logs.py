@@ -191,7 +191,7 @@ def _time_argument(text: str) -> int:
         value = int(text, 10)
     except ValueError:
         raise DebugCommandError(f"TIME must be latest, earliest, -1, -2 or milliseconds since 1970, "
-                           f"not {quoted_input(text)}") from None
+                                f"not {quoted_input(text)}") from None
     if value < EARLIEST_TIME:
         raise DebugCommandError(f"TIME must be -1 (latest), -2 (earliest) or at least 0, not {value}")
     return value

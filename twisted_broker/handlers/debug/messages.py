@@ -122,7 +122,7 @@ class MessageCommands:
             if position is None:
                 if at_limit:
                     raise DebugCommandError(f"no message boundary found in the last {self._tail_scan_bytes} bytes "
-                                       f"of {log_.name}'s segment at {segment.start}")
+                                            f"of {log_.name}'s segment at {segment.start}")
             else:
                 try:
                     rows = list(message_rows(memoryview(data)[position:], start + position))
@@ -176,7 +176,7 @@ class MessageCommands:
             needed = INT32.unpack_from(data)[0] + 4 if len(data) >= 4 else 0
             if needed > MAX_DUMP_BYTES:
                 raise DebugCommandError(f"the entry at offset {offset} of {log_.name} would be {needed} bytes: "
-                                   f"not a message boundary, or more than dump reads ({MAX_DUMP_BYTES})")
+                                        f"not a message boundary, or more than dump reads ({MAX_DUMP_BYTES})")
             whole = self._read(log_, offset, needed) if max_bytes < needed else b""
             if len(whole) != needed or not entry_is_valid(whole):
                 raise DebugCommandError(f"no message starts at offset {offset} of {log_.name}")
@@ -184,6 +184,6 @@ class MessageCommands:
         if not entry_is_valid(data):
             # Later entries with a bad CRC are shown as BAD; a first one is more likely garbage.
             raise DebugCommandError(f"the entry at offset {offset} of {log_.name} fails its CRC check: "
-                               f"not a message boundary, or damaged on disk")
+                                    f"not a message boundary, or damaged on disk")
         # For an inner message other than a wrapper's last, next is the wrapper's offset (0.7's).
         return [*format_message_rows(rows), f"next offset {rows[-1].next_offset}", *([stopped] if stopped else [])]

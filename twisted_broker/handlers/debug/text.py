@@ -51,7 +51,7 @@ def partition_argument(text: str, broker_id: int) -> int:
     broker_value = integer_argument(broker, "BROKER of BROKER-PARTITION")
     if broker_value != broker_id:
         raise DebugCommandError(f"partition {quoted_input(text)} is on broker {broker_value}; "
-                           f"this is broker {broker_id}: give P or {broker_id}-P")
+                                f"this is broker {broker_id}: give P or {broker_id}-P")
     return integer_argument(partition, "PARTITION of BROKER-PARTITION")
 
 

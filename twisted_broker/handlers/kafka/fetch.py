@@ -21,9 +21,8 @@ from twisted.internet.defer import Deferred, inlineCallbacks
 from twisted_broker.errors import InvalidMessage, OffsetOutOfRange
 from twisted_broker.codec.kafka import errors as kafka_errors
 from twisted_broker.codec.kafka.primitives import Gap
-from twisted_broker.codec.kafka.protocol import Request
+from twisted_broker.codec.kafka.protocol import Request, WithRecords
 from twisted_broker.handlers.held_fetch import HeldFetch
-from twisted_broker.handlers.kafka.dispatch import WithRecords
 from twisted_broker.handlers.kafka.partitions import PartitionError, PartitionFinder, partition_answers
 from twisted_broker.server.stats import BrokerStats
 from twisted_broker.storage import record_offsets

@@ -3,14 +3,30 @@
 tap.py calls ``modern_broker`` once, with the parts it picked; every handler is a bound
 method of one of the request classes of this package (fetch, produce, metadata, groups), so
 grep finds each from its api key here.
+
+The listener (network/kafka.py) decodes each frame with ``twisted_broker.codec.kafka``, calls
+the handler of its api key with the ``Request``, and frames what it returns: the response body
+(a dict for the schema walker), a ``WithRecords`` (a body with file regions in its record
+sets, which stream from their segments) or ``None`` (a produce with acks=0: no answer), or a
+Deferred of one of those (long-polls, acks=all, ZooKeeper).
+
+What is refused, and how (docs/kafka-protocol.md §7): an ApiVersions request of a version
+this broker does not serve (handed on with ``body`` None) is answered with error 35 in the
+v0 layout, listing the versions it does serve, so the client can retry with one (KIP-511);
+the listener closes the connection for any other unknown key or version, and any body that
+does not decode to its end.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from twisted_broker.config import BrokerConfig
 from twisted_broker.coordinator.group.coordinator import GroupCoordinator
 from twisted_broker.codec.kafka import api_keys
-from twisted_broker.handlers.kafka.dispatch import ModernBroker
+from twisted_broker.codec.kafka import errors as kafka_errors
+from twisted_broker.codec.kafka.api_keys import API_VERSIONS, SUPPORTED
+from twisted_broker.codec.kafka.protocol import REQUESTS, Request
 from twisted_broker.handlers.kafka.fetch import FetchRequests
 from twisted_broker.handlers.kafka.groups import GroupRequests
 from twisted_broker.handlers.kafka.metadata import TopicRequests
@@ -20,6 +36,31 @@ from twisted_broker.handlers.kafka.topics import KafkaClusterView
 from twisted_broker.replication.replica_manager import ReplicaManager
 from twisted_broker.server.stats import BrokerStats
 from twisted_broker.storage.log_manager import LogManager
+
+
+Handler = Callable[[Request], object]
+
+
+class ModernBroker:
+    """The modern protocol's handlers: ``handlers`` maps api key -> handler, ApiVersions
+    included. ``stats`` is a BrokerStats sharing the topics' figures with the 0.7 broker but
+    with request figures of its own (request types of the two protocols share numbers)."""
+
+    def __init__(self, stats: BrokerStats, handlers: dict[int, Handler]) -> None:
+        self.stats = stats
+        self.handlers = {API_VERSIONS: self._api_versions, **handlers}
+        unknown = set(self.handlers) - set(SUPPORTED)
+        if unknown:
+            raise ValueError(f"handlers for api keys not in the supported table: {sorted(unknown)}")
+        self.api_keys = frozenset(self.handlers)  # what the listener decodes (network/kafka.py)
+        # What ApiVersions lists: the keys this broker has handlers and schemas for.
+        self.api_versions = [{"api_key": key, "min_version": low, "max_version": high}
+                             for key, (low, high) in sorted(SUPPORTED.items())
+                             if key in self.handlers and (key, high) in REQUESTS]
+
+    def _api_versions(self, request: Request) -> dict:
+        error = kafka_errors.NONE if request.body is not None else kafka_errors.UNSUPPORTED_VERSION
+        return {"error_code": error, "api_keys": self.api_versions, "throttle_time_ms": 0}
 
 
 def modern_broker(config: BrokerConfig, logs: LogManager, stats: BrokerStats, *, port, clock, offsets,
