@@ -117,11 +117,11 @@ spark-cluster: $(VENV)/.installed-test $(SPARK_WORKER_VENV)/.installed
 	$(VENV)/bin/python -m twisted_broker.spark.standalone --python $(SPARK_WORKER_VENV)/bin/python \
 	  --work-dir var/spark-cluster
 
-# tests/modern and bench/modern.py: today's Kafka clients against the modern listener (issue
+# tests/kafka_clients and bench/modern.py: today's Kafka clients against the modern listener (issue
 # 16). kafka-python, aiokafka and confluent-kafka come with the test extra (all make bench
-# needs); for make test, kcat is Debian's kafkacat and kafkajs comes from npm into tests/modern/js.
+# needs); for make test, kcat is Debian's kafkacat and kafkajs comes from npm into tests/support/kafka_clients/js.
 .PHONY: modern-client-packages
-test: modern-client-packages tests/modern/js/node_modules/.installed
+test: modern-client-packages tests/support/kafka_clients/js/node_modules/.installed
 
 modern-client-packages:
 	@missing=""; \
@@ -135,6 +135,6 @@ modern-client-packages:
 	    apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
 
-tests/modern/js/node_modules/.installed: tests/modern/js/package.json tests/modern/js/package-lock.json | modern-client-packages
-	cd tests/modern/js && npm ci --no-audit --no-fund --loglevel=error
+tests/support/kafka_clients/js/node_modules/.installed: tests/support/kafka_clients/js/package.json tests/support/kafka_clients/js/package-lock.json | modern-client-packages
+	cd tests/support/kafka_clients/js && npm ci --no-audit --no-fund --loglevel=error
 	touch $@

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import zookeeper  # noqa: F401 (the session's ZooKeeper server)
 
 CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"

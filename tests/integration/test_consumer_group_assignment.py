@@ -12,11 +12,11 @@ import time
 
 import pytest
 
-from tests.integration.consumer_group_fixtures import (  # noqa: F401 (fixtures)
+from tests.support.consumer_groups import (  # noqa: F401 (fixtures)
     GROUP, cluster, collectors, committed, connector_factory, consumed_all, fill, latest_offset, owners, send,
     wait_registered,
 )
-from tests.integration.polling import wait_for
+from tests.support.polling import wait_for
 from twisted_broker.client.topic_filter import Blacklist, Whitelist
 from twisted_broker.client.zookeeper_consumer import ConsumerRebalanceFailed, KafkaStream
 from twisted_broker.registry import paths, rebalance

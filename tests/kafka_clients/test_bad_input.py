@@ -1,7 +1,7 @@
 """Bad input on the modern port: each kind of broken frame gets the protocol's answer (an
 ApiVersions above v2: error 35 with the supported list, on a connection that stays usable) or
 a closed connection with one WARNING naming the peer, while a client on another connection
-keeps being served; a seeded fuzzer (tests/modern/fuzz_modern.py) throws thousands of mutated
+keeps being served; a seeded fuzzer (tests/support/kafka_clients/fuzz_modern.py) throws thousands of mutated
 frames at it beside a well-behaved client, and the broker neither dies nor hangs a connection."""
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ import time
 
 import pytest
 
-from tests.modern.fuzz_modern import ModernFrameFuzzer
-from tests.modern.kafka_frames import (
+from tests.support.kafka_clients.fuzz_modern import ModernFrameFuzzer
+from tests.support.kafka_clients.kafka_frames import (
     API_VERSIONS, METADATA, UNSUPPORTED_VERSION, Connection, api_versions_v3, decode_api_versions,
     decode_metadata_v1, frame, metadata_v1, string16,
 )
-from tests.reliability.conftest import record
-from tests.reliability.wire_load import CaseRunner
+from tests.support.faults.wire_load import CaseRunner
+from tests.support.reliability import record
 
 MAX_REQUEST_BYTES = 104_857_600  # max.socket.request.bytes, etc/server.properties' default
 FUZZ_CASES = {"short": 10_000, "soak": 100_000}

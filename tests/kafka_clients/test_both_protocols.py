@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from tests.modern import client_confluent, client_kafka_python
-from tests.modern.records import sample_records, values
+from tests.support.kafka_clients import client_confluent, client_kafka_python
+from tests.support.kafka_clients.records import sample_records, values
 from twisted_broker.client.simple_consumer import SimpleConsumer
 from twisted_broker.client.sync_producer import SyncProducer
 from twisted_broker.codec.kafka07.compression import GZIP, SNAPPY

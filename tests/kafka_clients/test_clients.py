@@ -3,7 +3,7 @@ keys, headers and timestamps under every compression each client offers; offsets
 the idempotent producer; a consumer group of two (these four and kcat -G) that splits the
 partitions and resumes after a commit without re-delivery. Each client produces what it reads
 back itself, and one client's records are read by every other (kcat's other tests:
-tests/modern/test_kcat.py)."""
+tests/kafka_clients/test_kcat.py)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import time
 
 import pytest
 
-from tests.modern.conftest import create_topic
-from tests.modern import client_aiokafka, client_confluent, client_kafka_python, client_kafkajs, client_kcat
-from tests.modern.records import assert_same_records, sample_records, values
+from tests.support.kafka_clients import client_aiokafka, client_confluent, client_kafka_python, client_kafkajs, client_kcat
+from tests.support.kafka_clients.modern_cluster import create_topic
+from tests.support.kafka_clients.records import assert_same_records, sample_records, values
 
 CLIENTS = {c.NAME: c for c in (client_kafka_python, client_aiokafka, client_confluent, client_kafkajs)}
 PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3

@@ -12,8 +12,8 @@ from collections import Counter
 
 import pytest
 
-from tests.modern import client_confluent
-from tests.reliability.conftest import record, record_durations
+from tests.support.kafka_clients import client_confluent
+from tests.support.reliability import record, record_durations
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA, INIT_PRODUCER_ID = 0, 1, 2, 3, 22
 PARTITIONS = (0, 1)

@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from tests.modern import client_kafka_python
-from tests.modern.records import Consumed, Record, assert_same_records, sample_records
+from tests.support.kafka_clients import client_kafka_python
+from tests.support.kafka_clients.records import Consumed, Record, assert_same_records, sample_records
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA, API_VERSIONS = 0, 1, 2, 3, 18
 READ = (FETCH, LIST_OFFSETS, METADATA)

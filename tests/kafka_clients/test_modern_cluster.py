@@ -9,8 +9,8 @@ import json
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 
-from tests.integration.modern_listener import admin, start_with_listener
-from tests.integration.polling import wait_for
+from tests.support.modern_listener import admin, start_with_listener
+from tests.support.polling import wait_for
 
 
 def test_three_brokers_advertise_each_other_and_serve_a_replicated_topic(broker_factory, zk_connect, zk):

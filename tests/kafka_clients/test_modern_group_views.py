@@ -8,11 +8,10 @@ from __future__ import annotations
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 
-from tests.integration.modern_listener import admin, start_with_listener
-from tests.integration.polling import wait_for
-from tests.integration.test_cli_groups import group_rows
-from tests.integration.test_cli_produce_consume import assert_one_line_error, run_cli
-from tests.integration.console_process import ConsoleProcess, metric_families
+from tests.support.cli import assert_one_line_error, group_rows, run_cli
+from tests.support.console_process import ConsoleProcess, kind_shown, metric_families
+from tests.support.modern_listener import admin, start_with_listener
+from tests.support.polling import wait_for
 
 OLD, REPLICATED = "old", "rep"
 
@@ -25,12 +24,6 @@ def produce(port: int, topic: str, partitions: int, count: int) -> dict[TopicPar
     producer.flush()
     producer.close()
     return {TopicPartition(topic, m.partition): m.offset + 1 for m in (future.get(10) for future in sent)}
-
-
-def kind_shown(console, group: str) -> str | None:
-    """The group's kind on the console: "kafka" once it has read the group and the listeners."""
-    response = console.get(f"/api/groups/{group}")
-    return response.json()["kind"] if response.status == 200 else None
 
 
 def test_a_kafka_clients_group_shows_its_members_offsets_and_lag_in_records(broker_factory, zk_connect, tmp_path):

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 
-from tests.integration.modern_listener import start_with_listener
-from tests.integration.polling import wait_for
+from tests.support.modern_listener import start_with_listener
+from tests.support.polling import wait_for
 
 
 def member(port: int, group: str) -> KafkaConsumer:

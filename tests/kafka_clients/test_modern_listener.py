@@ -8,8 +8,8 @@ import struct
 
 from kafka.admin import NewTopic
 
-from tests.integration.modern_listener import admin, start_with_listener
-from tests.integration.polling import produce_payloads, wait_for
+from tests.support.modern_listener import admin, start_with_listener
+from tests.support.polling import produce_payloads, wait_for
 
 API_VERSIONS_V0 = struct.pack(">ihhih", 10, 18, 0, 1, -1)
 

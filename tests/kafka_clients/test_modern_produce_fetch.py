@@ -7,10 +7,9 @@ from __future__ import annotations
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-from tests.integration.console_process import http, metric_families, wait_for_port_file
-from tests.integration.modern_listener import start_with_listener
-from tests.integration.polling import produce_payloads, wait_for, wait_for_payloads
-from tests.reliability.test_tls import certificate  # noqa: F401 (a fixture: a self-signed certificate)
+from tests.support.console_process import http, metric_families, wait_for_port_file
+from tests.support.modern_listener import start_with_listener
+from tests.support.polling import produce_payloads, wait_for, wait_for_payloads
 
 T0 = 1_700_000_000_000
 
@@ -76,7 +75,7 @@ def test_a_0_7_client_reads_values_produced_by_a_modern_one_and_vice_versa(broke
 def test_acks_all_on_a_replicated_topic_is_acknowledged_once_committed(broker_factory, zk_connect):
     from kafka.admin import NewTopic
 
-    from tests.integration.modern_listener import admin
+    from tests.support.modern_listener import admin
 
     _broker, port = start_with_listener(broker_factory, zk_connect=zk_connect)
     client = admin(port)
@@ -114,7 +113,7 @@ def test_over_tls_records_go_through_the_chunked_path(broker_factory, certificat
 
 
 def test_an_idempotent_producer_gets_an_id_and_a_retried_batch_is_stored_once(broker_factory):
-    from tests.integration.modern_listener import raw_request
+    from tests.support.modern_listener import raw_request
     from twisted_broker.codec.kafka.api_keys import INIT_PRODUCER_ID, PRODUCE
     from twisted_broker.codec.kafka.record_batch import build_batch
 

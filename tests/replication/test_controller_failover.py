@@ -6,10 +6,8 @@ import time
 
 import pytest
 
-from tests.reliability.conftest import record, record_durations
-from tests.replication.conftest import Wire
-from tests.replication.test_failover import committed, produce_all
-from tests.replication.test_replication_basics import segment_bytes
+from tests.support.reliability import record, record_durations
+from tests.support.replicated_cluster import Wire, committed, produce_all, segment_bytes
 
 SESSION_TIMEOUT_S = 2.0
 

@@ -11,10 +11,9 @@ import socket
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.integration.conftest import BrokerProcess
-from tests.integration.test_debug_port import DebugSession
-from tests.integration.console_process import ConsoleProcess, http, wait_for_port_file
-from tests.replication.conftest import Wire
+from tests.support.brokers import BrokerProcess, DebugSession
+from tests.support.console_process import ConsoleProcess, http, wait_for_port_file
+from tests.support.replicated_cluster import Wire
 
 TOPIC = "watched"
 

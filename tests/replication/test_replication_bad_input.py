@@ -7,8 +7,8 @@ import struct
 
 import pytest
 
-from tests.replication.conftest import Wire
-from tests.replication.test_replication_basics import segment_bytes
+from tests.support.replicated_cluster import Wire
+from tests.support.replicated_cluster import segment_bytes
 from twisted_broker.registry import replication_paths
 from twisted_broker.codec.kafka07.replication import (
     EPOCH_END_OFFSET, METADATA, PRODUCE_ACK, REPLICA_FETCH, EpochEndOffsetRequest, EpochQuery, ReplicaFetchPartition,

@@ -1,67 +1,27 @@
-"""Real processes for integration tests: one ZooKeeper per session, brokers per test.
+"""Real broker processes for tests, and raw-socket clients of their ports.
 
-Each test gets a ZooKeeper chroot of its own (``/t-<uuid>``), so tests never see each other's
-registrations. Brokers are real ``twistd -n broker`` processes on loopback with ``--port 0``;
-they write the port they bound to a file. Every fixture stops what it started.
+Brokers are real ``twistd -n broker`` processes on loopback with ``--port 0``; they write the
+port they bound to a file, and their files live under the test's ``tmp_path``. The fixtures
+``broker_factory`` and ``broker`` (registered for every folder by tests/conftest.py) stop what
+they started.
 """
 
 from __future__ import annotations
 
-import os
 import signal
 import socket
 import struct
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from twisted_broker.local_zookeeper import ZooKeeperServer
-
 ROOT = Path(__file__).resolve().parents[2]
 # twistd of the interpreter running the tests (twisted.scripts.twistd has no __main__ guard).
 TWISTD = [sys.executable, "-c", "from twisted.scripts.twistd import run; run()"]
-
-
-@pytest.fixture(scope="session")
-def zookeeper(tmp_path_factory) -> Iterator[ZooKeeperServer]:
-    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"), tick_time_ms=200)
-    server.start()
-    yield server
-    server.stop()
-
-
-def new_chroot(zookeeper) -> str:
-    """A connect string with a fresh chroot of the session's ZooKeeper: a cluster of its own."""
-    from kazoo.client import KazooClient
-    chroot = f"/t-{uuid.uuid4().hex[:12]}"
-    client = KazooClient(hosts=zookeeper.connect_string)
-    client.start(10)
-    client.ensure_path(chroot)
-    client.stop()
-    client.close()
-    return zookeeper.connect_string + chroot
-
-
-@pytest.fixture
-def zk_connect(zookeeper) -> str:
-    """A connect string with a fresh chroot (new_chroot)."""
-    return new_chroot(zookeeper)
-
-
-@pytest.fixture
-def zk(zk_connect):
-    """A kazoo client inside the test's chroot (test modules with other timeouts define their own)."""
-    from kazoo.client import KazooClient
-    client = KazooClient(hosts=zk_connect)
-    client.start(10)
-    yield client
-    client.stop()
-    client.close()
 
 
 class BrokerProcess:
@@ -189,6 +149,36 @@ class WireClient(SocketClient):
     def request(self, data: bytes) -> bytes:
         self.send(data)
         return self.response()
+
+
+class DebugSession(SocketClient):
+    """A telnet-like client: ``ask(line)`` returns the answer's lines."""
+
+    def __init__(self, port: int, timeout_s: float = 10.0) -> None:
+        super().__init__(("127.0.0.1", port), timeout_s)
+        self._buffer = b""
+        self.greeting = self.answer()
+
+    def answer(self) -> list[str]:
+        while b"\n\n" not in self._buffer:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise ConnectionError(f"closed by the broker; unanswered: {self._buffer!r}")
+            self._buffer += chunk
+        text, self._buffer = self._buffer.split(b"\n\n", 1)
+        return text.decode("utf-8").split("\n")
+
+    def ask(self, line: str | bytes) -> list[str]:
+        self.sock.sendall((line.encode() if isinstance(line, str) else line) + b"\n")
+        return self.answer()
+
+    def read_to_end(self, timeout_s: float = 5.0) -> bytes:
+        """Everything the broker still sends until it closes the connection."""
+        self.sock.settimeout(timeout_s)
+        data = self._buffer
+        while chunk := self.sock.recv(65536):
+            data += chunk
+        return data
 
 
 @pytest.fixture

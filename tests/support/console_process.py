@@ -1,5 +1,5 @@
 """The admin console in a child process (``twistd -n webui``) and plain HTTP to it: what the
-console tests here, in tests/browser, tests/modern and tests/replication start and ask.
+console tests here, in tests/browser, tests/kafka_clients and tests/replication start and ask.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.integration.conftest import TWISTD
+from tests.support.brokers import TWISTD
 
 
 @dataclass
@@ -102,3 +102,9 @@ def wait_for_port_file(path: Path, process: subprocess.Popen, timeout_s: float) 
 def metric_families(port: int) -> dict:
     body = http(port, "GET", "/metrics").text
     return {family.name: family for family in text_string_to_metric_families(body)}
+
+
+def kind_shown(console, group: str) -> str | None:
+    """The group's kind on the console: "kafka" once it has read the group and the listeners."""
+    response = console.get(f"/api/groups/{group}")
+    return response.json()["kind"] if response.status == 200 else None

@@ -16,13 +16,14 @@ from collections.abc import Iterable
 import pytest
 from kazoo.client import KazooClient
 
-from tests.integration.polling import wait_for
+from tests.support.polling import wait_for
 from twisted_broker.client.simple_consumer import LATEST_TIME, SimpleConsumer
 from twisted_broker.client.sync_producer import SyncProducer
 from twisted_broker.client.zookeeper_consumer import (ConsumerTimeout, KafkaStream, MessageAndMetadata,
                                                       ZookeeperConsumerConnector)
 from twisted_broker.config import ConsumerConfig
 from twisted_broker.registry import paths
+from twisted_broker.registry.zk_partition_info import ZkBrokerPartitionInfo
 from twisted_broker.codec.kafka07.message_set import encode_message_set
 
 GROUP = "g"
@@ -159,3 +160,11 @@ def wait_registered(zk: KazooClient, topic: str, broker_ids: Iterable[int]) -> N
 def consumed_all(collectors_: Iterable[Collector], expected: Iterable[str], extra: set[str] = frozenset()):
     expected = set(expected)
     return lambda: expected <= set().union(extra, *(c.payloads() for c in collectors_))
+
+
+def known(info: ZkBrokerPartitionInfo, broker_id: int) -> bool:
+    try:
+        info.broker(broker_id)
+        return True
+    except KeyError:
+        return False

@@ -7,7 +7,7 @@ so once ``BrokerProcess.start`` returns the listener's file is there.
 
 from __future__ import annotations
 
-from tests.integration.conftest import BrokerProcess
+from tests.support.brokers import BrokerProcess
 
 
 def start_with_listener(broker_factory, name: str = "broker", **options) -> tuple[BrokerProcess, int]:

@@ -14,10 +14,11 @@ import time
 
 import pytest
 
-from tests.integration.spec_encoding import fetch, offsets
+from tests.support.spec_encoding import fetch, offsets
 from twisted_broker.codec.kafka07.message_set import encode_message_set, iter_messages
 from twisted_broker.codec.kafka07.requests import FetchRequest, OffsetRequest, ProduceRequest, encode_request
 from twisted_broker.codec.kafka07.responses import decode_error_and_body
+from twisted_broker.client.simple_consumer import SimpleConsumer
 
 
 def wait_for(predicate, what: str, timeout_s: float = 10.0, interval_s: float = 0.05):
@@ -93,3 +94,19 @@ def wait_for_payloads(broker, topic: str, partition: int, expected: list[bytes])
     """Wait until a fetch from offset 0 returns ``expected`` (brokers flush on a thread)."""
     wait_for(lambda: fetch_payloads(broker, topic, partition) == expected,
              f"{expected} in {topic}-{partition}")
+
+
+def consume(consumer: SimpleConsumer, topic: str, count: int, partition: int = 0, offset: int = 0,
+            max_size: int = 1 << 20, timeout_s: float = 10.0) -> list[tuple[int, int, bytes]]:
+    """``(offset, next_offset, payload)`` of the first ``count`` messages from ``offset``,
+    fetching again until they are all visible (or failing at the deadline)."""
+    found: list[tuple[int, int, bytes]] = []
+    deadline = time.monotonic() + timeout_s
+    while len(found) < count:
+        fetched = consumer.fetch(FetchRequest(topic, partition, offset, max_size))
+        found.extend((o, n, bytes(m.payload)) for o, n, m in fetched)
+        offset = fetched.next_offset
+        if len(found) < count:
+            assert time.monotonic() < deadline, f"only {len(found)} of {count} messages became visible"
+            time.sleep(0.02)
+    return found

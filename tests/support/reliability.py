@@ -1,31 +1,28 @@
-"""The reliability suite: faults injected into real broker processes, at two scales.
+"""The reliability suite's scale and summary (the suite itself: tests/reliability/), which
+tests/replication and tests/kafka_clients' failover test share.
 
 ``RELIABILITY_SCALE=short`` (the default, run by ``make test``) keeps the whole folder near a
 minute; ``RELIABILITY_SCALE=soak`` (``make soak``) runs the long form: at least 20 kill cycles
 and 100,000 fuzzed frames. Every test adds what it did to one ``Summary`` (faults injected,
 cases tried, connections held, messages checked, messages lost, and durations such as
 failover and rejoin times), printed as a table at the end of the run and written to
-``$RELIABILITY_SUMMARY`` when that names a file. tests/replication records its fault cycles
-into the same summary (its conftest prints it when only that folder runs).
+``$RELIABILITY_SUMMARY`` when that names a file. tests/conftest.py registers the hooks, so
+the table is printed once whichever folders run; under pytest-xdist the figures travel to the
+controller in each test's report (``user_properties``).
 ``RELIABILITY_SEED`` fixes the seed of the randomized tests (each failure message names it).
-
-The brokers are the integration tests' ``BrokerProcess`` (real ``twistd -n broker`` on
-loopback, files under ``tmp_path``); each fixture stops what it started.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import resource
 import statistics
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
 
-from tests.integration.conftest import BrokerProcess
+from tests.support.brokers import BrokerProcess
 
 
 @dataclass(frozen=True)
@@ -59,7 +56,6 @@ class Summary:
     def __init__(self) -> None:
         self.by_test: dict[str, Counter] = {}
         self.durations: dict[str, dict[str, list[float]]] = {}  # test -> name -> seconds
-        self.printed = False
 
     @staticmethod
     def _short(test: str) -> str:
@@ -104,7 +100,8 @@ class Summary:
         return "\n".join(lines)
 
 
-_SUMMARY = Summary()
+_SUMMARY = Summary()  # filled from the test reports (pytest_runtest_logreport), in the controller
+_FIGURES, _DURATIONS = "reliability figures", "reliability durations"  # user_properties keys
 
 
 def current_scale() -> Scale:
@@ -121,19 +118,33 @@ def scale() -> Scale:
 
 def record(request, **figures: int) -> None:
     """Add figures (faults_injected=..., cases_tried=..., ...) under the test's name."""
-    _SUMMARY.add(request.node.name, **figures)
+    for name in figures:
+        assert name.replace("_", " ") in FIGURES, name
+    request.node.user_properties.append((_FIGURES, figures))
 
 
 def record_durations(request, name: str, seconds: list[float]) -> None:
     """Add durations in seconds (name: "failover", "rejoin", ...) under the test's name."""
-    _SUMMARY.add_durations(request.node.name, name, seconds)
+    request.node.user_properties.append((_DURATIONS, (name, list(seconds))))
+
+
+def pytest_runtest_logreport(report) -> None:
+    """Add what a test recorded to the summary. The figures travel in the report's
+    user_properties, so under pytest-xdist they reach the controller, which prints the
+    table; the teardown report carries everything a test recorded, so it alone is read."""
+    if report.when != "teardown" or os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    test = report.nodeid.rpartition("::")[2]
+    for key, value in report.user_properties:
+        if key == _FIGURES:
+            _SUMMARY.add(test, **value)
+        elif key == _DURATIONS:
+            _SUMMARY.add_durations(test, *value)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
-    # tests/replication/conftest.py shares this hook: print once when both folders run.
-    if not _SUMMARY.by_test or _SUMMARY.printed:
+    if not _SUMMARY.by_test:
         return
-    _SUMMARY.printed = True
     table = _SUMMARY.table(current_scale().name)
     terminalreporter.write_sep("=", "reliability")
     terminalreporter.write_line(table)
@@ -142,31 +153,6 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
         with open(path, "w") as file:
             json.dump({"scale": current_scale().name, "totals": _SUMMARY.totals(),
                        "by_test": _SUMMARY.by_test, "durations": _SUMMARY.durations}, file, indent=1)
-
-
-@pytest.fixture(scope="session", autouse=True)
-def enough_descriptors() -> None:
-    """1,000 held connections need 1,000 descriptors here and 1,000 in the broker (which
-    inherits this limit)."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    wanted = min(hard, 8192) if hard != resource.RLIM_INFINITY else 8192
-    if soft < wanted:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
-
-
-@pytest.fixture
-def brokers(tmp_path) -> Iterator:
-    """``brokers(name, **options)`` makes a BrokerProcess (not started); all are killed after."""
-    made: list[BrokerProcess] = []
-
-    def make(name: str = "broker", **options) -> BrokerProcess:
-        broker = BrokerProcess(tmp_path / name, **options)
-        made.append(broker)
-        return broker
-
-    yield make
-    for broker in made:
-        broker.kill()
 
 
 def rss_mib(pid: int) -> float:

@@ -1,23 +1,26 @@
 """Replication on real brokers: three ``twistd -n broker`` processes and one real ZooKeeper.
 
-``ReplicatedCluster`` starts brokers 0, 1 and 2 on loopback in a ZooKeeper chroot of their own,
-with replication's keys set for quick failover (2 s sessions, 2 s replica lag); ``Wire`` talks
-to one broker with replication's request types and 0.7's fetch, through the project's codecs.
-Every fixture stops what it started. The fault tests record their figures into the
-reliability suite's summary (tests/reliability/conftest.py; ``scale`` is its
-RELIABILITY_SCALE), printed at the end of the run.
+``ReplicatedCluster`` (the fixtures ``replicated_cluster`` and ``three_brokers``, registered
+for every folder by tests/conftest.py) starts brokers 0, 1 and 2 on loopback in a ZooKeeper
+chroot of their own, with replication's keys set for quick failover (2 s sessions, 2 s replica
+lag); ``Wire`` talks to one broker with replication's request types and 0.7's fetch, through
+the project's codecs. Every fixture stops what it started; the fault tests record their figures
+into the reliability suite's summary (tests/support/reliability.py). The helpers at the end (``produce_all``, ``committed``, ``all_in_sync``, ``segment_bytes``)
+are what the replication tests, tests/spark and tests/kafka_clients ask of such a cluster.
 """
 
 from __future__ import annotations
 
 import struct
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import BrokerProcess, WireClient, new_chroot, zookeeper  # noqa: F401 (fixture)
-from tests.integration.polling import wait_for
-from tests.reliability.conftest import pytest_terminal_summary, scale  # noqa: F401 (hook, fixture)
+from tests.support.brokers import BrokerProcess, WireClient
+from tests.support.polling import wait_for
+from tests.support.zookeeper import new_chroot
 from twisted_broker.registry import replication_paths
 from twisted_broker.codec.kafka07.message_set import encode_message_set, iter_entries, valid_bytes
 from twisted_broker.codec.kafka07.replication import (
@@ -163,7 +166,7 @@ class Wire(WireClient):
 
 
 @pytest.fixture
-def replicated_cluster(zookeeper, tmp_path) -> Iterator[ReplicatedCluster]:  # noqa: F811
+def replicated_cluster(zookeeper, tmp_path) -> Iterator[ReplicatedCluster]:
     cluster = ReplicatedCluster(tmp_path, new_chroot(zookeeper), dict(FAST))
     yield cluster
     cluster.stop_all()
@@ -175,3 +178,51 @@ def three_brokers(replicated_cluster) -> ReplicatedCluster:
         replicated_cluster.start(broker_id)
     replicated_cluster.wait_until_all_see_each_other()
     return replicated_cluster
+
+
+def segment_bytes(broker, topic, partition) -> bytes:
+    directory = Path(broker.log_dir) / f"{topic}-{partition}"
+    return b"".join(p.read_bytes() for p in sorted(directory.glob("*.kafka")))
+
+
+def produce_all(cluster, topic, partition, payloads, timeout_s=20.0, via=None):
+    """Produce with acks=all to whoever leads (asking broker ``via``, or any live one),
+    following leader changes; returns the time of the first success."""
+    deadline = time.monotonic() + timeout_s
+    pending = list(payloads)
+    first = None
+    while pending:
+        assert time.monotonic() < deadline, "no leader took the writes in time"
+        try:
+            leader = cluster.leaders(topic, via).get(partition)
+            if leader is None or leader < 0 or leader not in {b.broker_id for b in cluster.live()}:
+                time.sleep(0.05)
+                continue
+            with Wire(cluster.brokers[leader]) as wire:
+                while pending:
+                    error, _ = wire.produce(topic, partition, [pending[0]])
+                    if error:
+                        time.sleep(0.05)
+                        break
+                    first = first or time.monotonic()
+                    pending.pop(0)
+        except (ConnectionError, OSError):
+            time.sleep(0.05)
+    return first
+
+
+def committed(cluster, topic, partition, via):
+    with Wire(cluster.brokers[via]) as wire:
+        return [p for _, p in wire.read_all(topic, partition)]
+
+
+def all_in_sync(cluster, topic: str, via: int | None = None) -> bool:
+    """Every partition led by a running broker with every replica in sync, as ``via`` sees it."""
+    live = {b.broker_id for b in cluster.live()}
+    try:
+        [answer] = cluster.metadata(topic, via).topics
+    except (OSError, ConnectionError):
+        return False
+    # a broker that has just started may answer before it has read ZooKeeper: no partitions
+    return answer.error == 0 and bool(answer.partitions) and all(
+        set(p.isr) == set(p.replicas) <= live and p.leader in live for p in answer.partitions)

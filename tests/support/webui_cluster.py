@@ -5,7 +5,7 @@ brokers, broker 0 embedding a console (``--webui``), two standalone consoles (``
 webui``: one read-only as by default, one with ``--allow-admin-actions``), and consumer groups:
 
 - ``live``: a real ZooKeeper consumer (client/zookeeper_consumer.py, in a process of its own,
-  tests/integration/consumer_group_member.py) that has consumed everything of ``orders``;
+  tests/support/consumer_group_member.py) that has consumed everything of ``orders``;
 - ``stopped``, ``filters``, and a group with a hostile name: registry nodes written with kazoo
   as 0.7 consumers leave them (committed offsets of a stopped group; whitelist and blacklist
   registrations), since those states are hard to hold still with live consumers.
@@ -26,9 +26,10 @@ from urllib.parse import quote
 import pytest
 from kazoo.client import KazooClient
 
-from tests.integration.conftest import BrokerProcess, new_chroot
-from tests.integration.console_process import ConsoleProcess, Response, wait_for_port_file
-from tests.integration.polling import wait_for
+from tests.support.brokers import BrokerProcess
+from tests.support.zookeeper import new_chroot
+from tests.support.console_process import ConsoleProcess, Response, wait_for_port_file
+from tests.support.polling import wait_for
 from twisted_broker.codec.kafka07.compression import GZIP, SNAPPY
 from twisted_broker.codec.kafka07.message_set import encode_compressed_message_set, encode_message_set
 from twisted_broker.codec.kafka07.requests import OffsetRequest, ProduceRequest, encode_request

@@ -6,7 +6,7 @@ nested wrappers) that is usually then mutated: bad sizes (negative, zero, off by
 the limit), truncated or extended bodies, flipped bits, bad CRCs, codec 3, unknown magic and
 request types, huge and negative counts, negative offsets and fetch sizes, odd topic names
 (path tricks, control characters, non-ASCII, 300 characters). Encoded with the spec's encoder
-(``tests/integration/spec_encoding.py``), never with the broker's own codecs. Seeded: a
+(``tests/support/spec_encoding.py``), never with the broker's own codecs. Seeded: a
 failing case is reproduced from its seed.
 """
 
@@ -18,10 +18,10 @@ import struct
 
 import cramjam
 
-from tests.integration.spec_encoding import (
+from tests.support.spec_encoding import (
     fetch_body, message, message_set, produce_body, request, string16,
 )
-from tests.reliability.oracle import SNAPPY_MAGIC
+from tests.support.faults.oracle import SNAPPY_MAGIC
 
 GOOD_TOPICS = ["fz", "fz-2", "a-1"]
 ODD_TOPICS = ["", ".", "..", "../escape", "../../etc/passwd", "a/b", "/abs", "x\x00y", "tab\tname",

@@ -12,8 +12,8 @@ import struct
 import threading
 import time
 
-from tests.integration.spec_encoding import fetch, message_set_of, offsets, produce
-from tests.reliability.oracle import walk
+from tests.support.faults.oracle import walk
+from tests.support.spec_encoding import fetch, message_set_of, offsets, produce
 
 FETCH_BYTES = 1 << 20
 

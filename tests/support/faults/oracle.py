@@ -1,6 +1,6 @@
 """An independent reader of Kafka 0.7 message sets and logs, the oracle of the reliability suite.
 
-Like ``tests/integration/spec_encoding.py`` it is written from the spec (sections 3-4), not from
+Like ``tests/support/spec_encoding.py`` it is written from the spec (sections 3-4), not from
 ``twisted_broker.codec.kafka07``, so the broker's checks are never judged by themselves: framing, magic,
 codec, CRC-32 of the payload, and for gzip wrappers the inner messages too. Snappy wrappers
 (snappy-java's stream format) are decompressed with cramjam, the library python-snappy wraps.

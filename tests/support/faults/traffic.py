@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from tests.replication.conftest import Wire
+from tests.support.replicated_cluster import Wire
 from twisted_broker.codec.kafka07.message_set import iter_entries, valid_bytes
 
 Address = tuple[str, int]

@@ -17,9 +17,9 @@ import threading
 import time
 from collections.abc import Iterator
 
-from tests.integration.spec_encoding import fetch, message_set_of, offsets, produce
-from tests.reliability.load import read_response
-from tests.reliability.oracle import walk
+from tests.support.faults.load import read_response
+from tests.support.faults.oracle import walk
+from tests.support.spec_encoding import fetch, message_set_of, offsets, produce
 
 
 class CaseRunner:

@@ -1,4 +1,4 @@
-"""aiokafka (asyncio) as a client adapter for tests/modern/test_clients.py.
+"""aiokafka (asyncio) as a client adapter for tests/kafka_clients/test_clients.py.
 
 Every call runs on one event loop that runs in a thread of its own: under the whole suite
 the test's own thread may already run an asyncio loop (Playwright's sync API, which
@@ -12,7 +12,7 @@ import asyncio
 import threading
 import time
 
-from tests.modern.records import Consumed, Record
+from tests.support.kafka_clients.records import Consumed, Record
 
 NAME = "aiokafka"
 COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")

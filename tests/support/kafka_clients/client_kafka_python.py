@@ -1,10 +1,10 @@
-"""kafka-python (pure Python) as a client adapter for tests/modern/test_clients.py."""
+"""kafka-python (pure Python) as a client adapter for tests/kafka_clients/test_clients.py."""
 
 from __future__ import annotations
 
 import time
 
-from tests.modern.records import Consumed, Record
+from tests.support.kafka_clients.records import Consumed, Record
 
 NAME = "kafka-python"
 COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")

@@ -1,5 +1,5 @@
-"""kafkajs (node) as a client adapter for tests/modern/test_clients.py: each call runs
-tests/modern/js/client.js in a ``node`` process (its node_modules come from ``npm ci``, run by
+"""kafkajs (node) as a client adapter for tests/kafka_clients/test_clients.py: each call runs
+tests/support/kafka_clients/js/client.js in a ``node`` process (its node_modules come from ``npm ci``, run by
 the Makefile); a group member is a long-lived process that prints JSON lines."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import threading
 import time
 from pathlib import Path
 
-from tests.modern.records import Consumed, Record
+from tests.support.kafka_clients.records import Consumed, Record
 
 NAME = "kafkajs"
 # kafkajs has gzip itself and snappy from kafkajs-snappy (pure JavaScript); its lz4 and zstd

@@ -1,6 +1,6 @@
-"""kcat's balanced consumer (``kcat -G``) as a group member for tests/modern/test_clients.py:
+"""kcat's balanced consumer (``kcat -G``) as a group member for tests/kafka_clients/test_clients.py:
 records come as JSON envelopes on stdout, assignments as kcat's rebalance lines on stderr.
-The rest of kcat's tests are in tests/modern/test_kcat.py."""
+The rest of kcat's tests are in tests/kafka_clients/test_kcat.py."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import subprocess
 import threading
 import time
 
-from tests.modern.records import Consumed, Record
+from tests.support.kafka_clients.records import Consumed, Record
 
 NAME = "kcat"
 _ASSIGNED = re.compile(r"rebalanced \(memberid [^)]*\): (assigned|revoked): (.*)$")

@@ -17,7 +17,7 @@ import struct
 
 import crcmod.predefined
 
-from tests.modern.kafka_frames import frame, string16
+from tests.support.kafka_clients.kafka_frames import frame, string16
 
 _crc32c = crcmod.predefined.mkCrcFun("crc-32c")
 TOPICS = ["fz", "fz-2"]

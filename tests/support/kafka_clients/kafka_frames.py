@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import struct
 
-from tests.integration.conftest import WireClient
+from tests.support.brokers import WireClient
 
 API_VERSIONS = 18
 METADATA = 3

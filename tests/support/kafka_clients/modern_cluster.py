@@ -1,30 +1,23 @@
-"""Today's Kafka clients against the modern listener (issue 16), on real brokers.
+"""Brokers with the modern listener for today's Kafka clients (tests/kafka_clients).
 
-``modern_broker`` is one ``twistd -n broker`` per test module, registered in a ZooKeeper
-chroot of its own (the session's ZooKeeper, tests/integration/conftest.py), with ``kafka.port``
-on a free loopback port and two partitions per new topic (so that two group members have one
-each). ``modern_cluster`` is three such brokers with replication factor 3 for the failover test.
-
-Capability probes: a test marked ``@pytest.mark.needs_api(KEY, ...)`` is skipped, with the API
-named, while the listener's ApiVersions answer does not list that key; the whole folder is
-skipped while ``kafka.port`` opens no listener at all. So each test runs the moment the
-listener serves what it needs, and none can pass without it.
+``ModernBroker`` is one ``twistd -n broker`` with ``kafka.port`` on a free loopback port and
+two partitions per new topic (so that two group members have one each); ``ModernCluster`` is
+three such brokers (tests/support/replicated_cluster.py's) with replication factor 3, each
+keeping its ``kafka.port`` across restarts. A listener that does not answer ApiVersions within
+``LISTEN_TIMEOUT_S`` fails the test that started it, naming the port.
 """
 
 from __future__ import annotations
 
 import socket
 import time
-import uuid
-from collections.abc import Iterator
 
 import pytest
 
-from tests.integration.conftest import BrokerProcess, new_chroot, zookeeper  # noqa: F401 (fixture)
-from tests.integration.polling import wait_for
-from tests.modern.kafka_frames import API_NAMES, Connection, api_versions, decode_metadata_v1, metadata_v1
-from tests.replication.conftest import FAST, ReplicatedCluster
-from tests.reliability.conftest import pytest_terminal_summary, scale  # noqa: F401 (hook: the failover figures; fixture)
+from tests.support.brokers import BrokerProcess
+from tests.support.kafka_clients.kafka_frames import Connection, api_versions, decode_metadata_v1, metadata_v1
+from tests.support.polling import wait_for
+from tests.support.replicated_cluster import ReplicatedCluster
 
 LISTEN_TIMEOUT_S = 10.0
 MODERN_PROPERTIES = {"num.partitions": "2", "log.flush.interval": "1"}
@@ -81,16 +74,9 @@ def start_modern(directory, *, zk_connect: str | None, broker_id: int = 0,
     apis = wait_for_listener(broker, kafka_port)
     if apis is None:
         broker.kill()
-        pytest.skip(f"kafka.port={kafka_port} opened no listener that answers ApiVersions v0 "
-                    f"within {LISTEN_TIMEOUT_S:.0f} s: the broker has no modern listener yet")
+        pytest.fail(f"kafka.port={kafka_port} opened no listener that answers ApiVersions v0 "
+                    f"within {LISTEN_TIMEOUT_S:.0f} s\n{broker.log_tail()}")
     return ModernBroker(broker, kafka_port, apis)
-
-
-@pytest.fixture(scope="module")
-def modern_broker(zookeeper, tmp_path_factory) -> Iterator[ModernBroker]:  # noqa: F811
-    broker = start_modern(tmp_path_factory.mktemp("modern"), zk_connect=new_chroot(zookeeper))
-    yield broker
-    broker.process.kill()
 
 
 def metadata(broker: ModernBroker, topics: list[str] | None = None) -> dict:
@@ -106,26 +92,6 @@ def create_topic(broker: ModernBroker, topic: str, timeout_s: float = 10.0) -> i
         error, partitions = metadata(broker, [topic])["topics"].get(topic, (-1, {}))
         return not error and partitions and all(p[1] >= 0 for p in partitions.values()) and len(partitions)
     return wait_for(ready, f"topic {topic} with leaders", timeout_s)
-
-
-@pytest.fixture(autouse=True)
-def _needs_api(request) -> None:
-    marker = request.node.get_closest_marker("needs_api")
-    if marker is None:
-        return
-    broker = request.getfixturevalue("modern_cluster" if "modern_cluster" in request.fixturenames
-                                     else "modern_broker")
-    missing = [key for key in dict.fromkeys(marker.args) if key not in broker.apis]
-    if missing:
-        names = ", ".join(f"{API_NAMES.get(key, '?')} ({key})" for key in missing)
-        pytest.skip(f"the listener's ApiVersions answer does not list {names} yet")
-
-
-@pytest.fixture
-def topic(request) -> str:
-    """A topic name of this test's own (a test's parameters included)."""
-    name = "".join(c if c.isalnum() else "-" for c in request.node.name)
-    return f"m-{name[-60:]}-{uuid.uuid4().hex[:6]}"
 
 
 class ModernCluster(ReplicatedCluster):
@@ -147,22 +113,11 @@ class ModernCluster(ReplicatedCluster):
         apis = wait_for_listener(broker, kafka_port)
         if apis is None:
             self.stop_all()
-            pytest.skip(f"kafka.port={kafka_port} opened no listener: the broker has no modern listener yet")
+            pytest.fail(f"kafka.port={kafka_port} of broker {broker_id} opened no listener that answers "
+                        f"ApiVersions v0 within {LISTEN_TIMEOUT_S:.0f} s\n{broker.log_tail()}")
         self.apis = apis
         return broker
 
     @property
     def bootstrap(self) -> str:
         return ",".join(f"127.0.0.1:{self.kafka_ports[b.broker_id]}" for b in self.live())
-
-
-@pytest.fixture
-def modern_cluster(zookeeper, tmp_path) -> Iterator[ModernCluster]:  # noqa: F811
-    cluster = ModernCluster(tmp_path, new_chroot(zookeeper), {**FAST, "num.partitions": "2"})
-    try:
-        for broker_id in range(3):
-            cluster.start(broker_id)
-        cluster.wait_until_all_see_each_other()
-        yield cluster
-    finally:
-        cluster.stop_all()

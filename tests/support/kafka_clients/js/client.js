@@ -1,4 +1,4 @@
-// kafkajs for tests/modern/client_kafkajs.py: one mode per run, JSON in (stdin) and out (stdout).
+// kafkajs for tests/support/kafka_clients/client_kafkajs.py: one mode per run, JSON in (stdin) and out (stdout).
 //   produce BOOTSTRAP TOPIC COMPRESSION IDEMPOTENT PARTITION   stdin: [record...] -> [[partition, offset]...]
 //   consume BOOTSTRAP TOPIC PARTITION COUNT TIMEOUT_MS         -> [{partition, offset, record}...]
 //   offset-for-time BOOTSTRAP TOPIC PARTITION TIMESTAMP_MS     -> offset (or null)
