@@ -24,8 +24,12 @@ help:
 run: $(VENV)/.installed-test
 	$(VENV)/bin/python -m twisted_broker.devcluster $(if $(BROKERS),--brokers $(BROKERS))
 
+# The suite mostly waits (on brokers, ZooKeeper, clients), so it runs in TEST_WORKERS pytest-xdist
+# workers; tests/support/distribution.py keeps the tests that share a module's broker, or the
+# SparkSession, on one worker. setup.cfg's timeout bounds each test.
+TEST_WORKERS ?= 4
 test: $(VENV)/.installed-test | browser-packages
-	$(VENV)/bin/python -m pytest -q $(PYTEST_ARGS)
+	$(VENV)/bin/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 # tests/browser drives Debian's chromium through Playwright's Python package (never
 # `playwright install`: it downloads a browser). ~70 s and 480 MB, so only make test asks.

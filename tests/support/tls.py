@@ -13,7 +13,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def certificate(tmp_path_factory):
     """(key path, certificate path) of a self-signed certificate for localhost and 127.0.0.1."""
     directory = tmp_path_factory.mktemp("tls")
