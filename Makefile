@@ -46,7 +46,7 @@ bench: $(VENV)/.installed-bench | peer-packages
 # connections; it ends with the summary table (faults injected, cases tried, messages lost).
 .PHONY: soak
 soak: $(VENV)/.installed-test
-	RELIABILITY_SCALE=soak $(VENV)/bin/python -m pytest -q tests/reliability tests/replication $(PYTEST_ARGS)
+	RELIABILITY_SCALE=soak $(VENV)/bin/python -m pytest -q --timeout 3600 tests/reliability tests/replication $(PYTEST_ARGS)
 
 # bench/paper.py's peers, from Debian: RabbitMQ, ActiveMQ (Java: system-packages), Redis and
 # NATS (JetStream is in nats-server). The benchmark starts each on loopback itself, so they are

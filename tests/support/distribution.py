@@ -16,6 +16,8 @@ single tests in collection order).
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 # The process-level folders, roughly slowest first; anything else (tests/unit) comes after.
@@ -40,11 +42,25 @@ def _group(item: pytest.Item) -> str | None:
     return None
 
 
+def _name_group(item: pytest.Item, group: str) -> None:
+    """Give the test the node id ``<id>@<group>``, by which xdist's loadgroup scheduler groups.
+    xdist's own hook (3.8) writes that id to ``item._nodeid``, which pytest 9 no longer reads
+    (``Node.nodeid`` is ``str(item._id)``), so without this every test would be scheduled
+    alone and each worker would start the SparkSession and the module brokers again."""
+    if "@" in item.nodeid or not hasattr(item, "_id"):
+        return  # an older pytest, where xdist's hook does it
+    from _pytest.nodeid import coerce_node_id
+    item._id = coerce_node_id(f"{item.nodeid}@{group}")
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     rank = {name: i for i, name in enumerate(FOLDER_ORDER)}
     items.sort(key=lambda item: rank.get(_folder(item), len(FOLDER_ORDER)))  # stable: order kept within
+    loadgroup = getattr(config.option, "loadgroup", False)  # set by xdist in its workers
     for item in items:
         group = _group(item)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
+            if loadgroup and os.environ.get("PYTEST_XDIST_WORKER"):
+                _name_group(item, group)
