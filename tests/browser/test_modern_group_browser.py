@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from tests.support.brokers import BrokerProcess
-from tests.support.zookeeper import new_chroot
 from tests.support.console_process import ConsoleProcess, kind_shown
 from tests.support.polling import wait_for
+from tests.support.zookeeper import new_chroot
 
 pytestmark = pytest.mark.browser
 

@@ -11,7 +11,8 @@ import pytest
 from tests.support.faults.ensemble import Ensemble
 from tests.support.faults.traffic import LeaderProducer, Leaders, check_history, group_of
 from tests.support.reliability import record, record_durations
-from tests.support.replicated_cluster import FAST, ReplicatedCluster, Wire, all_in_sync, new_chroot, segment_bytes
+from tests.support.replicated_cluster import FAST, ReplicatedCluster, Wire, all_in_sync, segment_bytes
+from tests.support.zookeeper import new_chroot
 
 SESSION_TIMEOUT_S = 2.0
 TOPIC = "ensemble"
