@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from twisted.internet.task import Clock
 
-from tests.unit.network.test_kafka import Peer
+from tests.support.string_peer import Peer
 from twisted_broker.config import BrokerConfig
 from twisted_broker.codec.kafka.api_keys import FETCH, LIST_OFFSETS, PRODUCE
 from twisted_broker.codec.kafka.protocol import decode_response, encode_request
