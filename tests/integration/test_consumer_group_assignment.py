@@ -2,7 +2,7 @@
 ZookeeperConsumerConnector's members share the partitions (0.7's ranges, joins and leaves,
 retries while a partition stays owned) and what wildcard subscriptions own.
 
-The brokers, connectors and checks of consumer_group_fixtures.py; every check polls.
+The brokers, connectors and checks of tests/support/consumer_groups.py; every check polls.
 """
 
 from __future__ import annotations

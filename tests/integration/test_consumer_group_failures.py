@@ -2,7 +2,7 @@
 mid-stream, a session that expires, and a broker joining mid-run, seen by the ZooKeeper producer
 and by the group.
 
-The brokers, connectors and checks of consumer_group_fixtures.py; every check polls.
+The brokers, connectors and checks of tests/support/consumer_groups.py; every check polls.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 ZookeeperConsumerConnector hands out, commits and resets (autocommit, commit_offsets, compressed
 wrappers, autooffset.reset), and its fetch size and consumer timeout.
 
-The brokers, connectors and checks of consumer_group_fixtures.py; every check polls.
+The brokers, connectors and checks of tests/support/consumer_groups.py; every check polls.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """The admin console in a child process (``twistd -n webui``) and plain HTTP to it: what the
-console tests here, in tests/browser, tests/kafka_clients and tests/replication start and ask.
+console tests in tests/integration, tests/browser, tests/kafka_clients and tests/replication
+start and ask.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Brokers with the modern listener for the integration tests, and kafka-python clients of it.
+"""Brokers with the modern listener for tests/kafka_clients, and kafka-python clients of it.
 
 The listener is opened with ``--kafka-endpoint tcp:0`` and reports its bound port in a file,
 as the 0.7 port does (no race for a free port). The broker writes the 0.7 port's file last,

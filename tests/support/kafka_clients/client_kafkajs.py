@@ -1,6 +1,6 @@
 """kafkajs (node) as a client adapter for tests/kafka_clients/test_clients.py: each call runs
-tests/support/kafka_clients/js/client.js in a ``node`` process (its node_modules come from ``npm ci``, run by
-the Makefile); a group member is a long-lived process that prints JSON lines."""
+js/client.js beside this file in a ``node`` process (its node_modules come from ``npm ci``, run
+by the Makefile); a group member is a long-lived process that prints JSON lines."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Generated and mutated Kafka frames for the modern port's fuzzer (as tests/reliability/
+"""Generated and mutated Kafka frames for the modern port's fuzzer (as tests/support/faults/
 fuzz_frames.py is for the 0.7 port).
 
 ``ModernFrameFuzzer.case()`` returns the bytes one hostile connection sends: one to three
