@@ -11,10 +11,10 @@ from twisted.internet.task import deferLater
 
 from twisted_broker.client.simple_consumer import EARLIEST_TIME, LATEST_TIME
 from twisted_broker.client.twisted_client import TwistedProducer, TwistedSimpleConsumer
+from twisted_broker.errors import WrongPartition
 from twisted_broker.codec.kafka07.compression import GZIP, SNAPPY
 from twisted_broker.codec.kafka07.message_set import encode_compressed_message_set, encode_message_set
 from twisted_broker.codec.kafka07.requests import FetchRequest
-from twisted_broker.errors import WrongPartition
 
 
 @inlineCallbacks

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from twisted_broker.spark import executor_code
 from twisted_broker.codec.kafka07.compression import GZIP, NO_COMPRESSION, SNAPPY
 from twisted_broker.codec.kafka07.message_set import encode_compressed_message_set
-from twisted_broker.spark import executor_code
 
 WORKER_PYTHON = Path(__file__).resolve().parents[2] / ".venv-spark-worker" / "bin" / "python"
 
@@ -50,8 +50,8 @@ def test_the_zip_holds_the_package_and_kazoo_and_is_reused_while_nothing_changes
 DECODE = """
 import sys
 sys.path.insert(0, sys.argv[1])
-from twisted_broker.codec.kafka07 import crc
 from twisted_broker.spark.message_columns import decode_message_set
+from twisted_broker.codec.kafka07 import crc
 assert crc.crcmod_crc32 is None and crc.zlib_ng is None, "the extensions were importable"
 for hex_set in sys.argv[2:]:
     try:

@@ -7,11 +7,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from twisted_broker.errors import CorruptWrapper, CrcMismatch
+from twisted_broker.spark.message_columns import MessageColumns, decode_message_set
 from twisted_broker.codec.kafka07.compression import GZIP, NO_COMPRESSION, SNAPPY
 from twisted_broker.codec.kafka07.message import MAGIC_0, MAGIC_1, Message, make_message
 from twisted_broker.codec.kafka07.message_set import encode_compressed_message_set, encode_messages, iter_messages
-from twisted_broker.errors import CorruptWrapper, CrcMismatch
-from twisted_broker.spark.message_columns import MessageColumns, decode_message_set
 
 # One produced batch: (codec or "magic0", payloads).
 batches = st.lists(st.tuples(st.sampled_from([NO_COMPRESSION, GZIP, SNAPPY, "magic0"]),

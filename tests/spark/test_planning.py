@@ -10,16 +10,16 @@ import random
 import pytest
 
 from twisted_broker.client.fetched_message_set import FetchedMessageSet
-from twisted_broker.codec.kafka07.compression import GZIP, NO_COMPRESSION, SNAPPY
-from twisted_broker.codec.kafka07.message import MAGIC_0, make_message
-from twisted_broker.codec.kafka07.message_search import find_message_start
-from twisted_broker.codec.kafka07.message_set import encode_compressed_message_set, encode_messages, iter_entries
 from twisted_broker.errors import InvalidMessage
 from twisted_broker.spark import checkpoint as ckpt
 from twisted_broker.spark.etl import EtlRun
 from twisted_broker.spark.options import OptionError, ReadOptions
 from twisted_broker.spark.planning import BrokerPartition, OffsetRange
 from twisted_broker.spark.splits import split_range
+from twisted_broker.codec.kafka07.message_search import find_message_start
+from twisted_broker.codec.kafka07.compression import GZIP, NO_COMPRESSION, SNAPPY
+from twisted_broker.codec.kafka07.message import MAGIC_0, make_message
+from twisted_broker.codec.kafka07.message_set import encode_compressed_message_set, encode_messages, iter_entries
 
 
 def _log(seed: int = 7, batches: int = 60) -> tuple[bytes, list[int]]:

@@ -8,11 +8,11 @@ import threading
 import pytest
 
 from twisted_broker.client.fetched_message_set import FetchedMessageSet
-from twisted_broker.codec.kafka07.compression import GZIP, NO_COMPRESSION
-from twisted_broker.codec.kafka07.message_set import encode_compressed_message_set, iter_entries, iter_messages
 from twisted_broker.errors import InvalidFetchSize, InvalidMessage, OffsetOutOfRange
 from twisted_broker.spark import range_reader
 from twisted_broker.spark.range_reader import NotAMessageBoundary, read_range
+from twisted_broker.codec.kafka07.compression import GZIP, NO_COMPRESSION
+from twisted_broker.codec.kafka07.message_set import encode_compressed_message_set, iter_entries, iter_messages
 
 
 def _log() -> bytes:
