@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import pytest
 
-from twisted_broker.client.connection import BrokerConnection, INITIAL_BUFFER_BYTES
+from twisted_broker.client.connection import INITIAL_BUFFER_BYTES, BrokerConnection
 from twisted_broker.client.errors import UnexpectedResponse
 
 REQUEST = struct.pack(">ih", 2, 9)  # any 6 bytes: these servers do not parse requests

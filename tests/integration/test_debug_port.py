@@ -19,7 +19,8 @@ from tests.support.brokers import DebugSession
 from tests.support.polling import fetch_all, latest_offset, produce_payloads, wait_for, wait_for_end
 from twisted_broker import __version__
 from twisted_broker.codec.kafka.api_keys import API_VERSIONS, METADATA
-from twisted_broker.codec.kafka.protocol import decode_response as decode_kafka_response, encode_request as encode_kafka_request
+from twisted_broker.codec.kafka.protocol import decode_response as decode_kafka_response
+from twisted_broker.codec.kafka.protocol import encode_request as encode_kafka_request
 from twisted_broker.codec.kafka07.compression import GZIP
 from twisted_broker.codec.kafka07.message_set import encode_compressed_message_set
 from twisted_broker.codec.kafka07.requests import ProduceRequest, encode_request
