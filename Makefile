@@ -24,8 +24,12 @@ help:
 run: $(VENV)/.installed-test
 	$(VENV)/bin/python -m twisted_broker.devcluster $(if $(BROKERS),--brokers $(BROKERS))
 
+# The suite mostly waits (on brokers, ZooKeeper, clients), so it runs in TEST_WORKERS pytest-xdist
+# workers; tests/support/distribution.py keeps the tests that share a module's broker, or the
+# SparkSession, on one worker. setup.cfg's timeout bounds each test.
+TEST_WORKERS ?= 4
 test: $(VENV)/.installed-test | browser-packages
-	$(VENV)/bin/python -m pytest -q $(PYTEST_ARGS)
+	$(VENV)/bin/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 # tests/browser drives Debian's chromium through Playwright's Python package (never
 # `playwright install`: it downloads a browser). ~70 s and 480 MB, so only make test asks.
@@ -42,7 +46,7 @@ bench: $(VENV)/.installed-bench | peer-packages
 # connections; it ends with the summary table (faults injected, cases tried, messages lost).
 .PHONY: soak
 soak: $(VENV)/.installed-test
-	RELIABILITY_SCALE=soak $(VENV)/bin/python -m pytest -q tests/reliability tests/replication $(PYTEST_ARGS)
+	RELIABILITY_SCALE=soak $(VENV)/bin/python -m pytest -q --timeout 3600 tests/reliability tests/replication $(PYTEST_ARGS)
 
 # bench/paper.py's peers, from Debian: RabbitMQ, ActiveMQ (Java: system-packages), Redis and
 # NATS (JetStream is in nats-server). The benchmark starts each on loopback itself, so they are
@@ -117,11 +121,11 @@ spark-cluster: $(VENV)/.installed-test $(SPARK_WORKER_VENV)/.installed
 	$(VENV)/bin/python -m twisted_broker.spark.standalone --python $(SPARK_WORKER_VENV)/bin/python \
 	  --work-dir var/spark-cluster
 
-# tests/modern and bench/modern.py: today's Kafka clients against the modern listener (issue
+# tests/kafka_clients and bench/modern.py: today's Kafka clients against the modern listener (issue
 # 16). kafka-python, aiokafka and confluent-kafka come with the test extra (all make bench
-# needs); for make test, kcat is Debian's kafkacat and kafkajs comes from npm into tests/modern/js.
+# needs); for make test, kcat is Debian's kafkacat and kafkajs comes from npm into tests/support/kafka_clients/js.
 .PHONY: modern-client-packages
-test: modern-client-packages tests/modern/js/node_modules/.installed
+test: modern-client-packages tests/support/kafka_clients/js/node_modules/.installed
 
 modern-client-packages:
 	@missing=""; \
@@ -135,6 +139,6 @@ modern-client-packages:
 	    apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
 
-tests/modern/js/node_modules/.installed: tests/modern/js/package.json tests/modern/js/package-lock.json | modern-client-packages
-	cd tests/modern/js && npm ci --no-audit --no-fund --loglevel=error
+tests/support/kafka_clients/js/node_modules/.installed: tests/support/kafka_clients/js/package.json tests/support/kafka_clients/js/package-lock.json | modern-client-packages
+	cd tests/support/kafka_clients/js && npm ci --no-audit --no-fund --loglevel=error
 	touch $@

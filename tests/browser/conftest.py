@@ -2,8 +2,8 @@
 
 Never ``playwright install`` (it downloads a browser, and there is no network): the tests use
 /usr/bin/chromium, which ``make test`` installs with apt. Without it (or without the
-playwright package) they are skipped, saying why. Screenshots go to tests/browser/artifacts/
-(gitignored), one folder per test.
+playwright package, which the test extra installs) they fail, saying why. Screenshots go to
+tests/browser/artifacts/ (gitignored), one folder per test.
 """
 
 from __future__ import annotations
@@ -15,8 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import zookeeper  # noqa: F401 (the session's ZooKeeper server)
-
 CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 # As NOTES-ecosystem.md found for Debian's chromium run as root, offline.
@@ -27,9 +25,9 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--
 
 @pytest.fixture(scope="session")
 def browser():
-    sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
+    from playwright import sync_api  # the test extra's; an ImportError here fails the browser tests
     if not os.access(CHROMIUM, os.X_OK):
-        pytest.skip(f"{CHROMIUM} is missing (make test installs Debian's chromium)")
+        pytest.fail(f"{CHROMIUM} is missing (make test installs Debian's chromium)", pytrace=False)
     with sync_api.sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         yield browser

@@ -11,10 +11,11 @@ from __future__ import annotations
 import pytest
 from kazoo.client import KazooClient
 
-from tests.integration.conftest import BrokerProcess, new_chroot
-from tests.integration.polling import wait_for
-from tests.integration.console_process import ConsoleProcess
-from tests.integration.webui_cluster import member_events, produce, start_member, stop_process
+from tests.support.brokers import BrokerProcess
+from tests.support.console_process import ConsoleProcess
+from tests.support.polling import wait_for
+from tests.support.webui_cluster import member_events, produce, start_member, stop_process
+from tests.support.zookeeper import new_chroot
 from twisted_broker.codec.kafka07.message_set import encode_message_set
 
 pytestmark = pytest.mark.browser

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from tests.integration.conftest import BrokerProcess, new_chroot
-from tests.integration.polling import wait_for
-from tests.integration.test_modern_group_views import kind_shown
-from tests.integration.console_process import ConsoleProcess
+from tests.support.brokers import BrokerProcess
+from tests.support.console_process import ConsoleProcess, kind_shown
+from tests.support.polling import wait_for
+from tests.support.zookeeper import new_chroot
 
 pytestmark = pytest.mark.browser
 

@@ -1,4 +1,4 @@
-"""Groups and producer ids against a real ZooKeeper (the integration suite's: one per session,
+"""Groups and producer ids against a real ZooKeeper (tests/conftest.py's: one per session,
 a fresh chroot per test), through the broker's own kazoo bridge on the test reactor."""
 
 from __future__ import annotations
@@ -6,12 +6,11 @@ from __future__ import annotations
 import pytest
 import pytest_twisted
 
-from tests.integration.conftest import zk, zk_connect, zookeeper  # noqa: F401 (fixtures)
 from twisted_broker.registry.zookeeper import ZooKeeper
 
 
 @pytest.fixture
-def bridge(zk_connect):  # noqa: F811 (the fixture imported above)
+def bridge(zk_connect):
     """The broker's kazoo bridge, connected inside the test's chroot."""
     from twisted.internet import reactor
     client = ZooKeeper(zk_connect, reactor=reactor, session_timeout_ms=4000)

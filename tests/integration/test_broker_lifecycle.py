@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
-from tests.integration.conftest import TWISTD
-from tests.integration.polling import fetch_payloads, produce_payloads, wait_for, wait_for_payloads
+from tests.support.brokers import TWISTD
+from tests.support.polling import fetch_payloads, produce_payloads, wait_for, wait_for_payloads
 from twisted_broker.local_zookeeper import ZooKeeperServer, free_port
 from twisted_broker.storage.log_manager import CLEAN_SHUTDOWN_MARKER
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import ROOT
-from tests.integration.polling import fetch_all, wait_for
-from tests.integration.test_cli_produce_consume import assert_one_line_error, broker_list, run_cli
+from tests.support.brokers import ROOT
+from tests.support.cli import assert_one_line_error, broker_list, run_cli
+from tests.support.polling import fetch_all, wait_for
 from twisted_broker.codec.kafka07.message_set import iter_entries
 
 FIXTURE = ROOT / "tests/fixtures/MagicByte0-0/00000000000000000000.kafka"
@@ -119,7 +119,7 @@ def test_garbage_and_missing_files_fail_in_one_line(tmp_path):
 def test_a_stored_record_batch_shows_its_header_and_records(broker_factory):
     from kafka import KafkaProducer
 
-    from tests.integration.modern_listener import start_with_listener
+    from tests.support.modern_listener import start_with_listener
 
     broker, port = start_with_listener(broker_factory)
     producer = KafkaProducer(bootstrap_servers=f"127.0.0.1:{port}", acks=1, linger_ms=50, compression_type="lz4")

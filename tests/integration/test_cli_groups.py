@@ -6,20 +6,11 @@ from __future__ import annotations
 import signal
 import subprocess
 
-from tests.integration.polling import wait_for, wait_for_end
-from tests.integration.test_cli_produce_consume import (assert_one_line_error, cli_env, lines, run_cli,
+from tests.support.polling import wait_for, wait_for_end
+from tests.support.cli import (assert_one_line_error, cli_env, group_rows, lines, run_cli,
                                                         start_cli)
 
 ENTRY = 4 + 6 + len(b"line-00000")  # each produced line as a plain entry
-
-
-def group_rows(zk_connect: str, *args: object) -> list[list[str]]:
-    """The rows of ``groups`` (header dropped), each split into its 7 columns."""
-    result = run_cli("groups", "--zk", zk_connect, *args)
-    assert result.returncode == 0, result.stderr.decode()
-    rows = [line.split() for line in result.stdout.decode().splitlines()]
-    assert rows[0] == ["GROUP", "TOPIC", "PID", "OFFSET", "LOGSIZE", "LAG", "OWNER"]
-    return rows[1:]
 
 
 def consume_group(zk_connect: str, group: str, topic: str, count: int) -> list[bytes]:

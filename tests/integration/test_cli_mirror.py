@@ -4,9 +4,9 @@ a compressed wrapper) is byte for byte the source's."""
 
 from __future__ import annotations
 
-from tests.integration.conftest import new_chroot
-from tests.integration.polling import fetch_all, wait_for
-from tests.integration.test_cli_produce_consume import broker_list, lines, run_cli
+from tests.support.cli import broker_list, lines, run_cli
+from tests.support.polling import fetch_all, wait_for
+from tests.support.zookeeper import new_chroot
 from twisted_broker.codec.kafka07.message_set import iter_entries
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import time
 
-from tests.integration.polling import wait_for, wait_for_end
-from tests.integration.test_cli_produce_consume import assert_one_line_error, broker_list, run_cli
+from tests.support.cli import assert_one_line_error, broker_list, run_cli
+from tests.support.polling import wait_for, wait_for_end
 
 ENTRY = 4 + 6 + 1  # a one-byte message: length, magic-1 header, payload
 

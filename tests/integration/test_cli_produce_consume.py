@@ -1,8 +1,6 @@
 """``twisted-broker produce`` and ``consume`` as real processes against real brokers: what goes
 in comes out exactly, compressed or not, by broker list or ZooKeeper, and failures are one
 line with status 1 (runtime) or 2 (usage).
-
-``run_cli`` here is the helper every test_cli_* module uses.
 """
 
 from __future__ import annotations
@@ -12,52 +10,13 @@ import pty
 import random
 import struct
 import subprocess
-import sys
 import time
 
 import pytest
 
-from tests.integration.conftest import ROOT
-from tests.integration.polling import fetch_all, wait_for, wait_for_end
+from tests.support.cli import assert_one_line_error, broker_list, lines, run_cli, start_cli
+from tests.support.polling import fetch_all, wait_for, wait_for_end
 from twisted_broker.codec.kafka07.message_set import iter_entries
-
-CLI = [sys.executable, "-m", "twisted_broker"]
-
-
-def cli_env(**extra: str) -> dict[str, str]:
-    """The environment of the CLI under test: ours, without a TWISTED_BROKER_ZK of the
-    developer's (tests name their cluster), plus ``extra``."""
-    env = {key: value for key, value in os.environ.items() if key != "TWISTED_BROKER_ZK"}
-    return {**env, "PYTHONUNBUFFERED": "1", **extra}
-
-
-def run_cli(*args: object, input: bytes | None = None, timeout_s: float = 60, cwd: object = ROOT,
-            env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """Run ``python -m twisted_broker ARGS`` to completion; stdout and stderr as bytes."""
-    return subprocess.run([*CLI, *map(str, args)], input=input, capture_output=True, cwd=cwd,
-                          timeout=timeout_s, env=env or cli_env())
-
-
-def start_cli(*args: object, env: dict[str, str] | None = None, **popen) -> subprocess.Popen:
-    """Start ``python -m twisted_broker ARGS`` in the background (the caller stops it)."""
-    return subprocess.Popen([*CLI, *map(str, args)], cwd=ROOT, env=env or cli_env(), **popen)
-
-
-def assert_one_line_error(result: subprocess.CompletedProcess, status: int, *fragments: str) -> None:
-    """Failed with ``status`` and exactly one stderr line, ``twisted-broker: error: ...``."""
-    err = result.stderr.decode()
-    assert result.returncode == status, err
-    assert err.startswith("twisted-broker: error: ") and err.count("\n") == 1, err
-    for fragment in fragments:
-        assert fragment in err
-
-
-def broker_list(*brokers) -> str:
-    return ",".join(f"{broker.broker_id}:127.0.0.1:{broker.port}" for broker in brokers)
-
-
-def lines(count: int, prefix: str = "line") -> list[bytes]:
-    return [f"{prefix}-{i:05d}".encode() for i in range(count)]
 
 
 def consume_lines(*args: object, count: int) -> list[bytes]:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import socket
 
-from tests.integration.polling import wait_for
-from tests.integration.test_cli_produce_consume import assert_one_line_error, cli_env, lines, run_cli
+from tests.support.cli import assert_one_line_error, cli_env, lines, run_cli
+from tests.support.polling import wait_for
 
 
 def test_produce_topics_and_a_group_need_no_zk_when_the_variable_names_the_cluster(broker_factory, zk_connect):

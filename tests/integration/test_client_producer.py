@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import time
 
-from tests.integration.test_client_sync import consume
+from tests.support.polling import consume
 from twisted_broker.client.producer import Producer
 from twisted_broker.client.simple_consumer import LATEST_TIME, SimpleConsumer
-from twisted_broker.config import ProducerConfig
 from twisted_broker.codec.kafka07.compression import GZIP
 from twisted_broker.codec.kafka07.requests import FetchRequest
+from twisted_broker.config import ProducerConfig
 
 
 def test_async_close_sends_every_queued_message(broker):

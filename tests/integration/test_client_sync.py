@@ -12,29 +12,14 @@ import time
 
 import pytest
 
-from tests.integration.conftest import BrokerProcess
+from tests.support.brokers import BrokerProcess
+from tests.support.polling import consume
 from twisted_broker.client.simple_consumer import EARLIEST_TIME, LATEST_TIME, SimpleConsumer
 from twisted_broker.client.sync_producer import SyncProducer
-from twisted_broker.errors import InvalidFetchSize, MessageSizeTooLarge, WrongPartition
 from twisted_broker.codec.kafka07.compression import GZIP, SNAPPY
 from twisted_broker.codec.kafka07.message_set import encode_compressed_message_set, encode_message_set
 from twisted_broker.codec.kafka07.requests import FetchRequest
-
-
-def consume(consumer: SimpleConsumer, topic: str, count: int, partition: int = 0, offset: int = 0,
-            max_size: int = 1 << 20, timeout_s: float = 10.0) -> list[tuple[int, int, bytes]]:
-    """``(offset, next_offset, payload)`` of the first ``count`` messages from ``offset``,
-    fetching again until they are all visible (or failing at the deadline)."""
-    found: list[tuple[int, int, bytes]] = []
-    deadline = time.monotonic() + timeout_s
-    while len(found) < count:
-        fetched = consumer.fetch(FetchRequest(topic, partition, offset, max_size))
-        found.extend((o, n, bytes(m.payload)) for o, n, m in fetched)
-        offset = fetched.next_offset
-        if len(found) < count:
-            assert time.monotonic() < deadline, f"only {len(found)} of {count} messages became visible"
-            time.sleep(0.02)
-    return found
+from twisted_broker.errors import InvalidFetchSize, MessageSizeTooLarge, WrongPartition
 
 
 def wait_for_end(consumer: SimpleConsumer, topic: str, end: int, partition: int = 0,

@@ -15,8 +15,8 @@ import time
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 
-from tests.integration.polling import latest_offset, wait_for_end
-from tests.integration.spec_encoding import MB, fetch, fetch_response, message_set_of, offsets, produce
+from tests.support.polling import latest_offset, wait_for_end
+from tests.support.spec_encoding import MB, fetch, fetch_response, message_set_of, offsets, produce
 
 # These tests produce megabytes: they wait longer for the visible end than wait_for_end's default.
 VISIBLE_WITHIN_S = 10.0

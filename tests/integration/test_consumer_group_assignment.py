@@ -2,7 +2,7 @@
 ZookeeperConsumerConnector's members share the partitions (0.7's ranges, joins and leaves,
 retries while a partition stays owned) and what wildcard subscriptions own.
 
-The brokers, connectors and checks of consumer_group_fixtures.py; every check polls.
+The brokers, connectors and checks of tests/support/consumer_groups.py; every check polls.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ import time
 
 import pytest
 
-from tests.integration.consumer_group_fixtures import (  # noqa: F401 (fixtures)
+from tests.support.consumer_groups import (  # noqa: F401 (fixtures)
     GROUP, cluster, collectors, committed, connector_factory, consumed_all, fill, latest_offset, owners, send,
     wait_registered,
 )
-from tests.integration.polling import wait_for
+from tests.support.polling import wait_for
 from twisted_broker.client.topic_filter import Blacklist, Whitelist
 from twisted_broker.client.zookeeper_consumer import ConsumerRebalanceFailed, KafkaStream
 from twisted_broker.registry import paths, rebalance

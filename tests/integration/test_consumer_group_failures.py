@@ -2,7 +2,7 @@
 mid-stream, a session that expires, and a broker joining mid-run, seen by the ZooKeeper producer
 and by the group.
 
-The brokers, connectors and checks of consumer_group_fixtures.py; every check polls.
+The brokers, connectors and checks of tests/support/consumer_groups.py; every check polls.
 """
 
 from __future__ import annotations
@@ -16,17 +16,18 @@ from pathlib import Path
 
 from kazoo.client import KazooClient
 
-from tests.integration.consumer_group_fixtures import (  # noqa: F401 (fixtures)
+from tests.support.consumer_groups import (  # noqa: F401 (fixtures)
     GROUP, cluster, collectors, committed, connector_factory, consumed_all, fill, owners, send, wait_registered,
 )
-from tests.integration.polling import wait_for
-from tests.integration.test_producer_discovery import known
+from tests.support import consumer_group_member
+from tests.support.consumer_groups import known
+from tests.support.polling import wait_for
 from twisted_broker.client.producer import Producer
 from twisted_broker.config import ProducerConfig
 from twisted_broker.registry import paths
 from twisted_broker.registry.zk_partition_info import ZkBrokerPartitionInfo
 
-HERE = Path(__file__).resolve().parent
+GROUP_MEMBER = Path(consumer_group_member.__file__)
 
 
 # -- failures: a killed member, an expired session, a broker joining ------------------------------
@@ -39,7 +40,7 @@ def test_killed_consumer_partitions_move_to_the_others_from_its_last_committed_o
     stdout_path = tmp_path / "member.out"
     with stdout_path.open("wb") as stdout:
         member = subprocess.Popen(
-            [sys.executable, str(HERE / "consumer_group_member.py"), zk_connect, GROUP, "t", "s",
+            [sys.executable, str(GROUP_MEMBER), zk_connect, GROUP, "t", "s",
              "--delay-ms", "20", "--commit-every", "5", "--session-timeout-ms", "1000",
              "--fetch-size", "200"],  # ~10 messages a chunk: its two partitions interleave
             stdout=stdout, stderr=subprocess.DEVNULL, env={**os.environ, "PYTHONUNBUFFERED": "1"})

@@ -2,7 +2,7 @@
 ZookeeperConsumerConnector hands out, commits and resets (autocommit, commit_offsets, compressed
 wrappers, autooffset.reset), and its fetch size and consumer timeout.
 
-The brokers, connectors and checks of consumer_group_fixtures.py; every check polls.
+The brokers, connectors and checks of tests/support/consumer_groups.py; every check polls.
 """
 
 from __future__ import annotations
@@ -11,16 +11,16 @@ import time
 
 import pytest
 
-from tests.integration.consumer_group_fixtures import (  # noqa: F401 (fixtures)
+from tests.support.consumer_groups import (  # noqa: F401 (fixtures)
     GROUP, cluster, committed, connector_factory, fill, latest_offset, owners, send, wait_registered,
 )
-from tests.integration.polling import wait_for
+from tests.support.polling import wait_for
 from twisted_broker.client.sync_producer import SyncProducer
 from twisted_broker.client.zookeeper_consumer import ConsumerTimeout, MessageAndMetadata
-from twisted_broker.errors import InvalidFetchSize
-from twisted_broker.registry import paths
 from twisted_broker.codec.kafka07.compression import GZIP
 from twisted_broker.codec.kafka07.message_set import encode_compressed_message_set, encode_message_set
+from twisted_broker.errors import InvalidFetchSize
+from twisted_broker.registry import paths
 
 
 # -- offsets: where a member starts, what it commits -------------------------------------------------

@@ -11,8 +11,8 @@ import signal
 
 import pytest
 
-from tests.integration.polling import fetch_all, latest_offset, wait_for_end
-from tests.integration.spec_encoding import fetch, message_set_of, produce
+from tests.support.polling import fetch_all, latest_offset, wait_for_end
+from tests.support.spec_encoding import fetch, message_set_of, produce
 
 MARKER = ".kafka_cleanshutdown"
 TOPIC = "durable"

@@ -15,8 +15,8 @@ import time
 
 import pytest
 
-from tests.integration.conftest import SocketClient
-from tests.integration.polling import fetch_all, latest_offset, produce_payloads, wait_for, wait_for_end
+from tests.support.brokers import DebugSession
+from tests.support.polling import fetch_all, latest_offset, produce_payloads, wait_for, wait_for_end
 from twisted_broker import __version__
 from twisted_broker.codec.kafka.api_keys import API_VERSIONS, METADATA
 from twisted_broker.codec.kafka.protocol import decode_response as decode_kafka_response
@@ -26,37 +26,6 @@ from twisted_broker.codec.kafka07.message_set import encode_compressed_message_s
 from twisted_broker.codec.kafka07.requests import ProduceRequest, encode_request
 
 NUL_AND_BAD_UTF8 = b"nul\x00 and \xff\xfe not utf-8"
-
-
-class DebugSession(SocketClient):
-    """A telnet-like client: ``ask(line)`` returns the answer's lines."""
-
-    def __init__(self, port: int, timeout_s: float = 10.0) -> None:
-        super().__init__(("127.0.0.1", port), timeout_s)
-        self._buffer = b""
-        self.greeting = self.answer()
-
-    def answer(self) -> list[str]:
-        while b"\n\n" not in self._buffer:
-            chunk = self.sock.recv(65536)
-            if not chunk:
-                raise ConnectionError(f"closed by the broker; unanswered: {self._buffer!r}")
-            self._buffer += chunk
-        text, self._buffer = self._buffer.split(b"\n\n", 1)
-        return text.decode("utf-8").split("\n")
-
-    def ask(self, line: str | bytes) -> list[str]:
-        self.sock.sendall((line.encode() if isinstance(line, str) else line) + b"\n")
-        return self.answer()
-
-    def read_to_end(self, timeout_s: float = 5.0) -> bytes:
-        """Everything the broker still sends until it closes the connection."""
-        self.sock.settimeout(timeout_s)
-        data = self._buffer
-        while chunk := self.sock.recv(65536):
-            data += chunk
-        return data
-
 
 
 @pytest.fixture

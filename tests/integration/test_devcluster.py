@@ -12,9 +12,9 @@ import sys
 
 from kazoo.client import KazooClient
 
-from tests.integration.conftest import ROOT
-from tests.integration.polling import wait_for
-from tests.integration.test_cli_produce_consume import cli_env, run_cli
+from tests.support.brokers import ROOT
+from tests.support.cli import cli_env, run_cli
+from tests.support.polling import wait_for
 from twisted_broker import devcluster
 from twisted_broker.registry.paths import BrokerInfo
 

@@ -10,26 +10,19 @@ from __future__ import annotations
 
 import pytest
 
-from tests.integration.polling import wait_for
+from tests.support.consumer_groups import known
+from tests.support.polling import wait_for
 from twisted_broker.client.partitioners import java_string_hashcode
 from twisted_broker.client.producer import Producer
 from twisted_broker.client.simple_consumer import SimpleConsumer
 from twisted_broker.client.sync_producer import SyncProducer
+from twisted_broker.codec.kafka07.message_set import encode_message_set
+from twisted_broker.codec.kafka07.requests import FetchRequest
 from twisted_broker.config import ProducerConfig
 from twisted_broker.registry import paths
 from twisted_broker.registry.zk_partition_info import ZkBrokerPartitionInfo
-from twisted_broker.codec.kafka07.message_set import encode_message_set
-from twisted_broker.codec.kafka07.requests import FetchRequest
 
 SESSION_TIMEOUT_S = 2.0  # the broker fixture's zk.sessiontimeout.ms
-
-
-def known(info: ZkBrokerPartitionInfo, broker_id: int) -> bool:
-    try:
-        info.broker(broker_id)
-        return True
-    except KeyError:
-        return False
 
 
 @pytest.fixture

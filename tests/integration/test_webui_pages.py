@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import time
 
-from tests.integration.console_process import http, metric_families, wait_for_port_file
-from tests.integration.polling import wait_for
-from tests.integration.webui_cluster import (  # noqa: F401 (a fixture: the module's cluster)
+from tests.support.console_process import http, metric_families, wait_for_port_file
+from tests.support.polling import wait_for
+from tests.support.webui_cluster import (  # noqa: F401 (a fixture: the module's cluster)
     HOSTILE_GROUP, HOSTILE_TOPIC, SCRIPT_PAYLOAD, cluster, produce,
 )
 from twisted_broker.codec.kafka07.message_set import encode_message_set

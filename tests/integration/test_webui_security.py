@@ -9,9 +9,9 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.integration.console_process import ConsoleProcess, http
-from tests.integration.polling import wait_for
-from tests.integration.webui_cluster import (  # noqa: F401 (a fixture: the module's cluster)
+from tests.support.console_process import ConsoleProcess, http
+from tests.support.polling import wait_for
+from tests.support.webui_cluster import (  # noqa: F401 (a fixture: the module's cluster)
     HOSTILE_GROUP, HOSTILE_TOPIC, assert_secure, cluster,
 )
 

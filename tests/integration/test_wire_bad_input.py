@@ -16,9 +16,9 @@ import struct
 
 import pytest
 
-from tests.integration.conftest import BrokerProcess
-from tests.integration.polling import fetch_all, wait_for_end
-from tests.integration.spec_encoding import (
+from tests.support.brokers import BrokerProcess
+from tests.support.polling import fetch_all, wait_for_end
+from tests.support.spec_encoding import (
     fetch, fetch_body, message, message_set, multiproduce, offsets, produce, produce_body, request, string16)
 from twisted_broker.codec.kafka07.compression import GZIP, SNAPPY, compress
 

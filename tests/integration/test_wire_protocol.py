@@ -13,9 +13,9 @@ import time
 
 import pytest
 
-from tests.integration.conftest import BrokerProcess
-from tests.integration.polling import offsets_result, wait_for_end
-from tests.integration.spec_encoding import fetch, message, message_set, multifetch, multiproduce, produce
+from tests.support.brokers import BrokerProcess
+from tests.support.polling import offsets_result, wait_for_end
+from tests.support.spec_encoding import fetch, message, message_set, multifetch, multiproduce, produce
 from twisted_broker.codec.kafka07.compression import GZIP, SNAPPY, decompress
 from twisted_broker.codec.kafka07.message_set import encode_compressed_message_set
 

@@ -16,10 +16,10 @@ import uuid
 import pytest
 from kazoo.client import KazooClient
 
-from tests.integration.polling import fetch_payloads, produce_payloads, wait_for, wait_for_payloads
-from twisted_broker.local_zookeeper import ZooKeeperServer, free_port
+from tests.support.polling import fetch_payloads, produce_payloads, wait_for, wait_for_payloads
 from twisted_broker.codec.kafka07.requests import OffsetRequest, encode_request
 from twisted_broker.codec.kafka07.responses import decode_error_and_body, decode_offsets
+from twisted_broker.local_zookeeper import ZooKeeperServer, free_port
 
 SESSION_TIMEOUT_S = 2.0  # the broker fixture's zk.sessiontimeout.ms
 BROKER_VALUE = re.compile(r"(?P<creator_host>[^:]+)-(?P<startup_ms>[0-9]+):(?P<host>[^:]+):(?P<port>[0-9]+)")

@@ -18,10 +18,10 @@ import sys
 
 import pytest
 
-from tests.integration.polling import latest_offset, wait_for_end
-from tests.integration.spec_encoding import fetch, message_set_of, produce
-from tests.reliability.conftest import record
-from tests.reliability.oracle import read_log, segment_files, walk
+from tests.support.faults.oracle import read_log, segment_files, walk
+from tests.support.polling import latest_offset, wait_for_end
+from tests.support.reliability import record
+from tests.support.spec_encoding import fetch, message_set_of, produce
 
 TOPIC = "rot"
 SEGMENT_BYTES = 64 * 1024

@@ -21,11 +21,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.spec_encoding import fetch, message_set_of, produce
-from tests.integration.polling import fetch_all, latest_offset, wait_for, wait_for_end
-from tests.reliability.conftest import record
-from tests.reliability.load import FullSpeedProducer, RecordingConsumer, payload
-from tests.reliability.oracle import check_log_dir, read_log, segment_files, walk
+from tests.support.faults.load import FullSpeedProducer, RecordingConsumer, payload
+from tests.support.faults.oracle import check_log_dir, read_log, segment_files, walk
+from tests.support.polling import fetch_all, latest_offset, wait_for, wait_for_end
+from tests.support.reliability import record
+from tests.support.spec_encoding import fetch, message_set_of, produce
 
 TOPIC = "crash"
 PARTITIONS = 2

@@ -10,8 +10,8 @@ import random
 import socket
 import time
 
-from tests.reliability.conftest import full_log, record
-from tests.reliability.wire_load import CaseRunner, ControlClient
+from tests.support.faults.wire_load import CaseRunner, ControlClient
+from tests.support.reliability import full_log, record
 
 WORDS = ["help", "stats", "topics", "partitions", "offsets", "tail", "dump", "zk", "flush", "quit",
          "HELP", "", "nope", "zk ls", "zk get", "zk rm"]

@@ -15,14 +15,14 @@ import struct
 import time
 from pathlib import Path
 
-from tests.integration.polling import wait_for_end
-from tests.integration.spec_encoding import fetch, message_set_of, multifetch, offsets, produce
-from tests.reliability.conftest import full_log, open_descriptors, record, rss_mib
-from tests.reliability.fuzz_frames import GOOD_TOPICS, FrameFuzzer
-from tests.reliability.oracle import (
+from tests.support.polling import wait_for_end
+from tests.support.spec_encoding import fetch, message_set_of, multifetch, offsets, produce
+from tests.support.reliability import full_log, open_descriptors, record, rss_mib
+from tests.support.faults.fuzz_frames import GOOD_TOPICS, FrameFuzzer
+from tests.support.faults.oracle import (
     appendable_prefix, check_log_dir, frames_of, produced_sets, segment_files, walk,
 )
-from tests.reliability.wire_load import CaseRunner, ControlClient
+from tests.support.faults.wire_load import CaseRunner, ControlClient
 from twisted_broker.storage.log_manager import parse_partition_directory
 
 PARTITIONS = 2

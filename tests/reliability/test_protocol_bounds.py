@@ -21,10 +21,10 @@ from twisted.internet.testing import StringTransport
 
 import pytest
 
-from tests.integration.spec_encoding import fetch, message_set_of, multifetch, offsets, produce
-from tests.reliability.conftest import current_scale, record
-from tests.reliability.fuzz_frames import FrameFuzzer
-from tests.reliability.oracle import appendable_prefix, deep_valid, frames_of, produced_sets, walk
+from tests.support.spec_encoding import fetch, message_set_of, multifetch, offsets, produce
+from tests.support.reliability import current_scale, record
+from tests.support.faults.fuzz_frames import FrameFuzzer
+from tests.support.faults.oracle import appendable_prefix, deep_valid, frames_of, produced_sets, walk
 from twisted_broker.network.connection import PACE_BYTES, REQUESTS_PER_TURN, SMALL_REQUEST_BYTES, STALLED_REQUEST_S
 from twisted_broker.network.kafka07 import KafkaServerFactory
 from twisted_broker.handlers.kafka07.broker import Broker

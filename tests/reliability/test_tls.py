@@ -8,8 +8,6 @@ does not read from making the broker buffer without bound.
 
 from __future__ import annotations
 
-import datetime
-import ipaddress
 import logging
 import socket
 import ssl
@@ -18,43 +16,16 @@ import time
 
 import pytest
 import pytest_twisted
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 from twisted.internet import reactor
 from twisted.internet.ssl import Certificate, optionsForClientTLS
 from twisted.internet.task import deferLater
 
-from tests.integration.spec_encoding import fetch, message_set_of, offsets, produce
-from tests.reliability.conftest import record, rss_mib
-from tests.reliability.oracle import walk
+from tests.support.faults.oracle import walk
+from tests.support.reliability import record, rss_mib
+from tests.support.spec_encoding import fetch, message_set_of, offsets, produce
 from twisted_broker.client.connection import BrokerConnection
 from twisted_broker.client.twisted_client import TwistedProducer, TwistedSimpleConsumer
 from twisted_broker.codec.kafka07.requests import FetchRequest
-
-
-@pytest.fixture(scope="module")
-def certificate(tmp_path_factory):
-    """(key path, certificate path) of a self-signed certificate for localhost and 127.0.0.1."""
-    directory = tmp_path_factory.mktemp("tls")
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
-    now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost"),
-                                                        x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-                           critical=False)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .sign(key, hashes.SHA256()))
-    key_path, cert_path = directory / "key.pem", directory / "cert.pem"
-    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    return key_path, cert_path
 
 
 @pytest.fixture

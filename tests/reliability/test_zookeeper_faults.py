@@ -30,14 +30,15 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
-from tests.reliability.conftest import record
+from tests.support.faults import group_member
+from tests.support.reliability import record
 from twisted_broker.client.sync_producer import SyncProducer
+from twisted_broker.codec.kafka07.message_set import encode_message_set
 from twisted_broker.local_zookeeper import ZooKeeperServer, free_port
 from twisted_broker.registry import paths
-from twisted_broker.codec.kafka07.message_set import encode_message_set
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[1]
+ROOT = Path(__file__).resolve().parents[2]
+GROUP_MEMBER = Path(group_member.__file__)
 TOPIC, GROUP = "events", "g"
 SESSION_MS = 2000
 FROZEN_S = 3.5  # past the session timeout: the server expires the session
@@ -58,7 +59,7 @@ class Member:
     def __init__(self, zk_connect: str, name: str, events: list, lock: threading.Lock) -> None:
         self.name = name
         self.process = subprocess.Popen(
-            [sys.executable, str(HERE / "group_member.py"), zk_connect, GROUP, TOPIC, name,
+            [sys.executable, str(GROUP_MEMBER), zk_connect, GROUP, TOPIC, name,
              "--session-timeout-ms", str(SESSION_MS)],
             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         self._events, self._lock = events, lock

@@ -11,9 +11,8 @@ import json
 
 from kazoo.client import KazooClient
 
-from tests.integration.test_cli_produce_consume import assert_one_line_error, broker_list, run_cli
-from tests.replication.test_failover import committed, produce_all
-from tests.replication.test_replication_basics import segment_bytes
+from tests.support.cli import assert_one_line_error, broker_list, run_cli
+from tests.support.replicated_cluster import committed, produce_all, segment_bytes
 from twisted_broker.registry import replication_paths as paths
 from twisted_broker.registry.replication_paths import TopicAssignment
 

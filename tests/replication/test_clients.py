@@ -18,8 +18,8 @@ import pytest
 import pytest_twisted
 from twisted.internet import reactor
 
-from tests.integration.test_cli_produce_consume import cli_env, run_cli, start_cli
-from tests.replication.conftest import Wire
+from tests.support.cli import cli_env, run_cli, start_cli
+from tests.support.replicated_cluster import Wire
 from twisted_broker.client.partitioners import DefaultPartitioner
 from twisted_broker.client.producer import Producer
 from twisted_broker.client.twisted_leader_producer import TwistedLeaderProducer

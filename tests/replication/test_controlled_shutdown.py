@@ -5,7 +5,7 @@ error (which a retrying producer turns into a duplicate)."""
 
 import signal
 
-from tests.replication.conftest import Wire
+from tests.support.replicated_cluster import Wire
 
 
 def test_sigterm_moves_leaderships_before_the_session_closes(three_brokers):

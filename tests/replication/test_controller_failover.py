@@ -6,10 +6,8 @@ import time
 
 import pytest
 
-from tests.reliability.conftest import record, record_durations
-from tests.replication.conftest import Wire
-from tests.replication.test_failover import committed, produce_all
-from tests.replication.test_replication_basics import segment_bytes
+from tests.support.reliability import record, record_durations
+from tests.support.replicated_cluster import Wire, committed, produce_all, segment_bytes
 
 SESSION_TIMEOUT_S = 2.0
 
@@ -51,8 +49,12 @@ def test_a_controller_killed_mid_failover_is_replaced_and_the_failover_finishes(
     state = cluster.metadata("mid", via=survivor).topics[0].partitions[partition.partition]
     assert state.leader == survivor and state.leader_epoch > partition.leader_epoch
     assert committed(cluster, "mid", partition.partition, survivor) == before + after
-    # every partition has a leader again, and the two killed brokers rejoin byte-identical
-    assert all(p.leader == survivor for p in cluster.metadata("mid", via=survivor).topics[0].partitions)
+    # every partition has a leader again (the new controller moves the dead controller's
+    # partitions too, which on a loaded machine can land a moment after the one written to
+    # above), and the two killed brokers rejoin byte-identical
+    cluster.wait_for(lambda: all(p.leader == survivor
+                                 for p in cluster.metadata("mid", via=survivor).topics[0].partitions),
+                     timeout_s=SESSION_TIMEOUT_S + 2, what="the survivor to lead every partition")
     cluster.start(leader)
     cluster.start(controller)
     cluster.create("mid")

@@ -5,42 +5,10 @@ follower leaves the in-sync set and rejoins; min.insync.replicas refuses writes 
 import signal
 import time
 
-from tests.replication.conftest import Wire
-from tests.replication.test_replication_basics import segment_bytes
+from tests.support.replicated_cluster import Wire, committed, produce_all, segment_bytes
 
 SESSION_TIMEOUT_S = 2.0
 NOT_ENOUGH_REPLICAS = 19
-
-
-def produce_all(cluster, topic, partition, payloads, timeout_s=20.0, via=None):
-    """Produce with acks=all to whoever leads (asking broker ``via``, or any live one),
-    following leader changes; returns the time of the first success."""
-    deadline = time.monotonic() + timeout_s
-    pending = list(payloads)
-    first = None
-    while pending:
-        assert time.monotonic() < deadline, "no leader took the writes in time"
-        try:
-            leader = cluster.leaders(topic, via).get(partition)
-            if leader is None or leader < 0 or leader not in {b.broker_id for b in cluster.live()}:
-                time.sleep(0.05)
-                continue
-            with Wire(cluster.brokers[leader]) as wire:
-                while pending:
-                    error, _ = wire.produce(topic, partition, [pending[0]])
-                    if error:
-                        time.sleep(0.05)
-                        break
-                    first = first or time.monotonic()
-                    pending.pop(0)
-        except (ConnectionError, OSError):
-            time.sleep(0.05)
-    return first
-
-
-def committed(cluster, topic, partition, via):
-    with Wire(cluster.brokers[via]) as wire:
-        return [p for _, p in wire.read_all(topic, partition)]
 
 
 def test_a_killed_leader_is_replaced_in_time_and_nothing_committed_is_lost(three_brokers):

@@ -12,12 +12,12 @@ import time
 
 import pytest
 
-from tests.reliability.conftest import record, record_durations
-from tests.replication.conftest import FAST, BrokerProcess, ReplicatedCluster, Wire, new_chroot
-from tests.replication.tcp_proxy import BlackholeProxy
-from tests.replication.test_leader_kill_cycles import all_in_sync
-from tests.replication.test_replication_basics import segment_bytes
-from tests.replication.traffic import LeaderConsumer, LeaderProducer, Leaders, check_history
+from tests.support.brokers import BrokerProcess
+from tests.support.faults.tcp_proxy import BlackholeProxy
+from tests.support.faults.traffic import LeaderConsumer, LeaderProducer, Leaders, check_history
+from tests.support.reliability import record, record_durations
+from tests.support.replicated_cluster import FAST, ReplicatedCluster, Wire, all_in_sync, segment_bytes
+from tests.support.zookeeper import new_chroot
 from twisted_broker.codec.kafka07.message_set import encode_message_set
 from twisted_broker.codec.kafka07.replication import ProduceAckRequest, encode_replication_request
 from twisted_broker.codec.kafka07.requests import MultiProduceRequest, ProduceRequest

@@ -13,28 +13,15 @@ import signal
 import statistics
 import time
 
-from tests.reliability.conftest import record, record_durations
-from tests.replication.test_replication_basics import segment_bytes
-from tests.replication.traffic import LeaderConsumer, LeaderProducer, Leaders, check_history, group_of
-from tests.replication.conftest import Wire
+from tests.support.faults.traffic import LeaderConsumer, LeaderProducer, Leaders, check_history, group_of
+from tests.support.reliability import record, record_durations
+from tests.support.replicated_cluster import Wire, all_in_sync, segment_bytes
 
 TOPIC = "cycles"
 PARTITIONS = (0, 1)
 SESSION_TIMEOUT_S = 2.0
 KILL_FAILOVER_BOUND_S = SESSION_TIMEOUT_S + 2.0
 SIGTERM_FAILOVER_BOUND_S = 2.0
-
-
-def all_in_sync(cluster, topic: str = TOPIC, via: int | None = None) -> bool:
-    """Every partition led by a running broker with every replica in sync, as ``via`` sees it."""
-    live = {b.broker_id for b in cluster.live()}
-    try:
-        [answer] = cluster.metadata(topic, via).topics
-    except (OSError, ConnectionError):
-        return False
-    # a broker that has just started may answer before it has read ZooKeeper: no partitions
-    return answer.error == 0 and bool(answer.partitions) and all(
-        set(p.isr) == set(p.replicas) <= live and p.leader in live for p in answer.partitions)
 
 
 def in_every_isr(cluster, broker_id: int) -> bool:
@@ -63,7 +50,7 @@ def test_leader_kill_cycles_lose_nothing_and_end_byte_identical(three_brokers, s
         cluster.wait_for(lambda: all(p.acked for p in producers.values()), what="the first acknowledgements")
         for cycle in range(kills + sigterms):
             graceful = cycle >= kills
-            cluster.wait_for(lambda: all_in_sync(cluster), timeout_s=30, what="every replica in sync")
+            cluster.wait_for(lambda: all_in_sync(cluster, TOPIC), timeout_s=30, what="every replica in sync")
             now_leading = cluster.leaders(TOPIC)
             victim = now_leading[PARTITIONS[cycle % len(PARTITIONS)]]
             led = [p for p, leader in now_leading.items() if leader == victim]
@@ -90,7 +77,7 @@ def test_leader_kill_cycles_lose_nothing_and_end_byte_identical(three_brokers, s
                           f"acknowledged {sum(p.messages() for p in producers.values()) - acked_before} meanwhile")
         for producer in producers.values():
             producer.stop()
-        cluster.wait_for(lambda: all_in_sync(cluster), timeout_s=30, what="every replica in sync at the end")
+        cluster.wait_for(lambda: all_in_sync(cluster, TOPIC), timeout_s=30, what="every replica in sync at the end")
         final = {}
         for p, leader in cluster.leaders(TOPIC).items():
             with Wire(cluster.brokers[leader]) as wire:

@@ -7,12 +7,13 @@ import struct
 
 import pytest
 
-from tests.replication.conftest import Wire
-from tests.replication.test_replication_basics import segment_bytes
+from tests.support.replicated_cluster import FAST, ReplicatedCluster, Wire, segment_bytes
+from tests.support.zookeeper import new_chroot
 from twisted_broker.registry import replication_paths
 from twisted_broker.codec.kafka07.replication import (
-    EPOCH_END_OFFSET, REPLICA_METADATA, PRODUCE_ACK, REPLICA_FETCH, EpochEndOffsetRequest, EpochQuery, ReplicaFetchPartition,
-    ReplicaFetchRequest, decode_epoch_end_offsets, decode_replica_fetch_response, encode_replication_request,
+    EPOCH_END_OFFSET, PRODUCE_ACK, REPLICA_FETCH, REPLICA_METADATA, EpochEndOffsetRequest, EpochQuery,
+    ReplicaFetchPartition, ReplicaFetchRequest, decode_epoch_end_offsets, decode_replica_fetch_response,
+    encode_replication_request,
 )
 
 NOT_A_REPLICA, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH = 56, 74, 75
@@ -103,39 +104,53 @@ def test_epoch_end_offset_from_an_unknown_replica_gets_not_a_replica(led_at_epoc
         assert epoch_end_offset(wire, 99, "bad", 0, 1, 0)[0] == NOT_A_REPLICA
 
 
-def frames(request_type: int) -> list[bytes]:
+def frames(request_type: int, topic: str) -> list[bytes]:
     """Bodies that cannot be decoded as ``request_type``: truncated, negative counts, lengths
     past the end, random bytes."""
     def frame(body: bytes) -> bytes:
         return struct.pack(">ih", len(body) + 2, request_type) + body
+    name = struct.pack(">h", len(topic)) + topic.encode()
     valid = {REPLICA_FETCH: encode_replication_request(ReplicaFetchRequest(
-                 1, 0, 0, (ReplicaFetchPartition("bad", 0, 1, 0, 100, 0),)))[6:],
-             EPOCH_END_OFFSET: encode_replication_request(EpochEndOffsetRequest(1, (EpochQuery("bad", 0, 1, 0),)))[6:],
-             PRODUCE_ACK: struct.pack(">hi", -1, 1000) + struct.pack(">h", 1) + struct.pack(">h", 3) + b"bad"
-                          + struct.pack(">ii", 0, 100),
-             REPLICA_METADATA: struct.pack(">h", 1) + struct.pack(">h", 3) + b"bad"}[request_type]
+                 1, 0, 0, (ReplicaFetchPartition(topic, 0, 1, 0, 100, 0),)))[6:],
+             EPOCH_END_OFFSET: encode_replication_request(EpochEndOffsetRequest(1, (EpochQuery(topic, 0, 1, 0),)))[6:],
+             PRODUCE_ACK: struct.pack(">hi", -1, 1000) + struct.pack(">h", 1) + name + struct.pack(">ii", 0, 100),
+             REPLICA_METADATA: struct.pack(">h", 1) + name}[request_type]
     random = os.urandom(64)
     return [frame(b""), frame(valid[:len(valid) // 2]), frame(valid[:-1]), frame(valid + b"\x00"),
             frame(b"\xff" * len(valid)), frame(random)]
 
 
+@pytest.fixture(scope="module")
+def serving_cluster(zookeeper, tmp_path_factory):
+    """Three brokers shared by the undecodable-frame tests: each sends its frames to the leader
+    of a topic of its own and checks that topic, so they need no cluster of their own."""
+    cluster = ReplicatedCluster(tmp_path_factory.mktemp("serving"), new_chroot(zookeeper), dict(FAST))
+    try:
+        for broker_id in range(3):
+            cluster.start(broker_id)
+        cluster.wait_until_all_see_each_other()
+        yield cluster
+    finally:
+        cluster.stop_all()
+
+
 @pytest.mark.parametrize("request_type", [REPLICA_FETCH, EPOCH_END_OFFSET, PRODUCE_ACK, REPLICA_METADATA])
-def test_undecodable_replication_frames_close_the_connection_and_the_broker_serves_on(three_brokers, request_type):
-    cluster = three_brokers
-    cluster.create("bad")
-    leader = cluster.leaders("bad")[0]
+def test_undecodable_replication_frames_close_the_connection_and_the_broker_serves_on(serving_cluster, request_type):
+    cluster, topic = serving_cluster, f"bad-{request_type}"
+    cluster.create(topic)
+    leader = cluster.leaders(topic)[0]
     broker = cluster.brokers[leader]
     with Wire(broker) as wire:
-        assert wire.produce("bad", 0, [b"before"])[0] == 0
-    for data in frames(request_type):
+        assert wire.produce(topic, 0, [b"before"])[0] == 0
+    for data in frames(request_type, topic):
         with Wire(broker) as bad:
             bad.send(data)
             assert bad.is_closed_by_peer(), f"type {request_type}: {data[:40].hex()}... left the connection open"
     assert broker.process.poll() is None
     with Wire(broker) as wire:
-        assert wire.produce("bad", 0, [b"after"])[0] == 0
-        assert [p for _, p in wire.read_all("bad", 0)] == [b"before", b"after"]
-    assert cluster.metadata("bad").topics[0].partitions[0].leader == leader
+        assert wire.produce(topic, 0, [b"after"])[0] == 0
+        assert [p for _, p in wire.read_all(topic, 0)] == [b"before", b"after"]
+    assert cluster.metadata(topic).topics[0].partitions[0].leader == leader
 
 
 def test_a_topic_with_a_factor_above_the_live_brokers_is_refused_with_one_log_line(replicated_cluster):

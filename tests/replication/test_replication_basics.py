@@ -1,14 +1,7 @@
 """A replicated topic on three real brokers: created on a producer's first metadata request,
 committed on every replica before it is visible, byte-identical on every replica."""
 
-from pathlib import Path
-
-from tests.replication.conftest import Wire
-
-
-def segment_bytes(broker, topic, partition) -> bytes:
-    directory = Path(broker.log_dir) / f"{topic}-{partition}"
-    return b"".join(p.read_bytes() for p in sorted(directory.glob("*.kafka")))
+from tests.support.replicated_cluster import Wire, segment_bytes
 
 
 def test_a_produced_message_is_committed_on_every_replica_and_read_from_any(three_brokers):

@@ -1,7 +1,7 @@
 """log.visibility=flushed on a replicated topic: the high watermark counts what every in-sync
 replica has fsynced, so a write is acknowledged (acks=all) and visible only after the fsyncs."""
 
-from tests.replication.conftest import Wire
+from tests.support.replicated_cluster import Wire
 
 REQUEST_TIMED_OUT = 7
 

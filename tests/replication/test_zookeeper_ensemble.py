@@ -8,12 +8,11 @@ import time
 
 import pytest
 
-from tests.reliability.conftest import record, record_durations
-from tests.replication.conftest import FAST, ReplicatedCluster, Wire, new_chroot
-from tests.replication.ensemble import Ensemble
-from tests.replication.test_leader_kill_cycles import all_in_sync
-from tests.replication.test_replication_basics import segment_bytes
-from tests.replication.traffic import LeaderProducer, Leaders, check_history, group_of
+from tests.support.faults.ensemble import Ensemble
+from tests.support.faults.traffic import LeaderProducer, Leaders, check_history, group_of
+from tests.support.reliability import record, record_durations
+from tests.support.replicated_cluster import FAST, ReplicatedCluster, Wire, all_in_sync, segment_bytes
+from tests.support.zookeeper import new_chroot
 
 SESSION_TIMEOUT_S = 2.0
 TOPIC = "ensemble"

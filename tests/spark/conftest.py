@@ -1,8 +1,8 @@
 """Fixtures of the Spark tests: one local SparkSession for the whole run, real brokers.
 
 The SparkSession takes 10-25 s and ~1.2 GB to start, so every test shares it (tests that
-use it carry the ``spark`` marker). ZooKeeper and the broker processes are the integration
-tests' fixtures (tests/integration/conftest.py), imported here so this folder can use them.
+use it carry the ``spark`` marker). ZooKeeper and the broker processes are the fixtures of
+tests/conftest.py (tests/support/).
 """
 
 from __future__ import annotations
@@ -11,8 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.integration.conftest import broker_factory, zk_connect, zookeeper  # noqa: F401 (fixtures)
-from tests.spark.topic_data import Cluster
+from tests.support.spark_topics import Cluster
 
 
 @pytest.fixture(scope="session")
@@ -26,7 +25,7 @@ def spark() -> Iterator:
 
 
 @pytest.fixture
-def cluster_factory(zk_connect, broker_factory):  # noqa: F811 (fixtures imported above)
+def cluster_factory(zk_connect, broker_factory):
     """``cluster_factory(**properties)``: two brokers (ids 0 and 1) registered in a fresh
     ZooKeeper chroot, two partitions each, flushing every message."""
     def start(**properties: str) -> Cluster:

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.spark.topic_data import payloads, rows_of
+from tests.support.spark_topics import payloads, rows_of
 from twisted_broker.codec.kafka07.compression import GZIP, NO_COMPRESSION, SNAPPY
 
 pytestmark = pytest.mark.spark

@@ -19,12 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.spark.topic_data import payloads
+from tests.support.spark_topics import payloads
 from twisted_broker.cli import build_parser
+from twisted_broker.codec.kafka07.compression import GZIP, NO_COMPRESSION, SNAPPY
 from twisted_broker.spark import etl
 from twisted_broker.spark.etl import EtlRun, GapError
 from twisted_broker.storage.segment import parse_segment_file_name
-from twisted_broker.codec.kafka07.compression import GZIP, NO_COMPRESSION, SNAPPY
 
 pytestmark = pytest.mark.spark
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.integration.modern_listener import start_with_listener
-from tests.integration.polling import wait_for
-from tests.spark.topic_data import rows_of
+from tests.support.modern_listener import start_with_listener
+from tests.support.polling import wait_for
+from tests.support.spark_topics import rows_of
 
 pytestmark = pytest.mark.spark
 

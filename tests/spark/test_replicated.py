@@ -17,16 +17,15 @@ from collections import Counter
 
 import pytest
 
-from tests.replication.conftest import Wire, replicated_cluster, three_brokers  # noqa: F401 (fixtures)
-from tests.replication.test_failover import produce_all
-from tests.spark.topic_data import payloads, rows_of
+from tests.support.replicated_cluster import Wire, produce_all
+from tests.support.spark_topics import payloads, rows_of
 from twisted_broker.cli import build_parser
 from twisted_broker.client.simple_consumer import LATEST_TIME, SimpleConsumer
-from twisted_broker.spark.etl import EtlError, EtlRun
 from twisted_broker.codec.kafka07.compression import GZIP
 from twisted_broker.codec.kafka07.message_set import encode_compressed_message_set
 from twisted_broker.codec.kafka07.replication import ProduceAckRequest, decode_produce_acks, encode_replication_request
 from twisted_broker.codec.kafka07.requests import FetchRequest, MultiProduceRequest, ProduceRequest
+from twisted_broker.spark.etl import EtlError, EtlRun
 
 pytestmark = pytest.mark.spark
 

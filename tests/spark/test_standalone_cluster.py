@@ -21,9 +21,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from tests.spark.topic_data import payloads
-from twisted_broker.spark.standalone import StandaloneCluster
+from tests.support.spark_topics import payloads
 from twisted_broker.codec.kafka07.compression import GZIP, NO_COMPRESSION, SNAPPY
+from twisted_broker.spark.standalone import StandaloneCluster
 
 pytestmark = pytest.mark.spark
 

@@ -11,8 +11,8 @@ import struct
 
 import pytest
 from twisted.internet.task import Clock
-from twisted.internet.testing import StringTransport
 
+from tests.support.string_peer import Peer
 from twisted_broker.config import BrokerConfig
 from twisted_broker.coordinator.group.offset_store import FileOffsets
 from twisted_broker.coordinator.producer.producer_ids import FileProducerIds
@@ -45,37 +45,6 @@ METADATA_V1_ALL = (b"\x00\x00\x00\x0e"             # size: 14 bytes follow
                    b"\x00\x00\x00\x09"             # correlation id: 9
                    b"\xff\xff"                     # client id: null
                    b"\xff\xff\xff\xff")            # topics: null, every topic
-
-
-class Peer:
-    """One connection of a listener's factory on a StringTransport."""
-
-    def __init__(self, factory) -> None:
-        self.transport = StringTransport(peerAddress=_Address("10.1.2.3", 5555))
-        self.protocol = factory.buildProtocol(None)
-        self.protocol.makeConnection(self.transport)
-
-    def send(self, data: bytes, byte_by_byte: bool = False) -> None:
-        if byte_by_byte:
-            for i in range(len(data)):
-                self.protocol.dataReceived(data[i:i + 1])
-        else:
-            self.protocol.dataReceived(data)
-
-    def responses(self) -> list[bytes]:
-        """The response frames written so far (each without its size), and clear them."""
-        data, frames = self.transport.value(), []
-        self.transport.clear()
-        while data:
-            (size,) = struct.unpack_from(">i", data)
-            frames.append(data[4:4 + size])
-            data = data[4 + size:]
-        return frames
-
-
-class _Address:
-    def __init__(self, host: str, port: int) -> None:
-        self.host, self.port = host, port
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from twisted.internet.task import Clock
 
-from tests.unit.network.test_kafka import Peer
+from tests.support.string_peer import Peer
 from twisted_broker.config import BrokerConfig
 from twisted_broker.coordinator.group.offset_store import FileOffsets
 from twisted_broker.coordinator.producer.producer_ids import FileProducerIds
