@@ -26,8 +26,10 @@ run: $(VENV)/.installed-test
 
 # The suite mostly waits (on brokers, ZooKeeper, clients), so it runs in TEST_WORKERS pytest-xdist
 # workers; tests/support/distribution.py keeps the tests that share a module's broker, or the
-# SparkSession, on one worker. setup.cfg's timeout bounds each test.
-TEST_WORKERS ?= 4
+# SparkSession, on one worker. setup.cfg's timeout bounds each test. Measured on 2 cores: 1 worker
+# 12.6 min, 3 workers 4.1-4.2 min, 4 workers 3.7-4.2 min, 6 workers 5.9 min; 3 leaves the
+# timing-bound tests (failover bounds, group rebalances) the most room for the same time.
+TEST_WORKERS ?= 3
 test: $(VENV)/.installed-test | browser-packages
 	$(VENV)/bin/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 

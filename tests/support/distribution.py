@@ -1,4 +1,4 @@
-"""How the suite is spread over pytest-xdist's workers (``make test``: ``-n 4 --dist loadgroup``).
+"""How the suite is spread over pytest-xdist's workers (``make test``: ``-n TEST_WORKERS --dist loadgroup``).
 
 Each worker is a pytest session of its own, with its own ZooKeeper (tests/support/zookeeper.py).
 Tests are handed out one at a time, except those that share something expensive, which must
