@@ -4,16 +4,16 @@ member that starts later resumes after them."""
 
 from __future__ import annotations
 
-from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+from kafka import KafkaAdminClient, KafkaProducer
 
+from tests.support.kafka_clients.client_kafka_python import Member
 from tests.support.modern_listener import start_with_listener
 from tests.support.polling import wait_for
 
 
-def member(port: int, group: str) -> KafkaConsumer:
-    return KafkaConsumer("shared", bootstrap_servers=f"127.0.0.1:{port}", group_id=group,
-                         auto_offset_reset="earliest", enable_auto_commit=False,
-                         session_timeout_ms=10000, heartbeat_interval_ms=1000)
+def member(port: int, group: str) -> Member:
+    # A kafka-python consumer polling on its own thread (Member says why), earliest, no autocommit.
+    return Member(f"127.0.0.1:{port}", "shared", group)
 
 
 def produce(port: int, values: list[bytes]) -> None:
@@ -33,8 +33,7 @@ def test_two_members_split_partitions_and_a_later_one_resumes_after_their_commit
 
         def split_and_read() -> bool:
             for consumer in (first, second):
-                for records in consumer.poll(timeout_ms=200).values():
-                    got[id(consumer)] += [r.value for r in records]
+                got[id(consumer)] += [c.record.value for c in consumer.poll(0.2)]
             return (len(first.assignment()) == len(second.assignment()) == 1
                     and sum(map(len, got.values())) == 10)
         assert wait_for(split_and_read, "two members, one partition each, all read", timeout_s=30)
@@ -49,9 +48,9 @@ def test_two_members_split_partitions_and_a_later_one_resumes_after_their_commit
     later = member(port, "g")
     try:
         values = []
-        assert wait_for(lambda: values.extend(r.value for rs in later.poll(timeout_ms=200).values() for r in rs)
+        assert wait_for(lambda: values.extend(c.record.value for c in later.poll(0.2))
                         or len(values) >= 4, "the records after the commit", timeout_s=30)
-        values += [r.value for rs in later.poll(timeout_ms=1000).values() for r in rs]
+        values += [c.record.value for c in later.poll(1.0)]
     finally:
         later.close()
     assert sorted(values) == [b"after %d" % i for i in range(4)]
