@@ -48,6 +48,11 @@ from twisted_broker.twisted_logging import forward_logging
 from webui.service import embedded_console
 
 DEFAULT_CONFIG = "etc/server.properties"
+# The Kafka listeners' accept queue. Twisted's default (50, as Java's in 0.7) overflows when a
+# few hundred clients connect at once while the reactor is busy: Linux then drops their
+# handshakes (nstat's ListenOverflows), and a client that already sent its request can be
+# reset. The kernel caps it at net.core.somaxconn.
+LISTEN_BACKLOG = 1024
 
 class Options(usage.Options):
     optParameters = [
@@ -57,7 +62,7 @@ class Options(usage.Options):
         ["log-dir", None, None, "directory of the partition logs (overrides log.dir)"],
         ["zk", None, None, "ZooKeeper connect string host:port[,...][/chroot] (overrides zk.connect)"],
         ["listen", None, None, "Twisted endpoint of the wire protocol, e.g. ssl:9092:privateKey=k.pem "
-                               "(default tcp:<port>:interface=<hostname or 127.0.0.1>)"],
+                               "(default tcp:<port>:interface=<hostname or 127.0.0.1>:backlog=1024)"],
         ["webui", None, "none", "endpoint of the embedded admin console, e.g. tcp:8080:interface=127.0.0.1 "
                                 "(make run's); 'none' turns it off"],
         ["webui-port-file", None, None, "write the admin console's bound port to this file (for tests)"],
@@ -68,7 +73,7 @@ class Options(usage.Options):
         ["port-file", None, None, "write the bound port to this file once started (for tests)"],
         ["kafka-endpoint", None, None, "Twisted endpoint of the Kafka protocol of today's clients, e.g. "
                                        "ssl:9094:privateKey=k.pem (default tcp:<kafka.port>:interface=<hostname "
-                                       "or 127.0.0.1>; 'none' turns it off, as kafka.port=0 does)"],
+                                       "or 127.0.0.1>:backlog=1024; 'none' turns it off, as kafka.port=0 does)"],
         ["kafka-port-file", None, None, "write the Kafka clients' listener's bound port to this file (for tests)"],
     ]
     optFlags = [["no-zk", None, "run without ZooKeeper (enable.zookeeper=false)"],
@@ -288,7 +293,8 @@ def kafka07_listener(config: BrokerConfig, options: Options, broker: Broker, rea
                                  receive_buffer_bytes=config.socket_receive_buffer, clock=reactor,
                                  fetch_wait_max_ms=config.fetch_wait_max_ms)
     # Bound to 127.0.0.1 unless the configuration names a host, as every port of ours.
-    listen = options["listen"] or f"tcp:{config.port}:interface={config.hostname or '127.0.0.1'}"
+    listen = options["listen"] or (
+        f"tcp:{config.port}:interface={config.hostname or '127.0.0.1'}:backlog={LISTEN_BACKLOG}")
     return Listener("wire protocol", serverFromString(reactor, listen), factory, _abspath(options["port-file"]))
 
 
@@ -305,7 +311,7 @@ def kafka_listener(config: BrokerConfig, options: Options, logs: LogManager, sta
                    replication: ReplicationService | None, reactor) -> KafkaListener | None:
     """The modern listener (docs/kafka-protocol.md) over the same logs; None when turned off."""
     endpoint = options["kafka-endpoint"] or (
-        config.kafka_port and f"tcp:{config.kafka_port}:interface={config.hostname or '127.0.0.1'}")
+        config.kafka_port and f"tcp:{config.kafka_port}:interface={config.hostname or '127.0.0.1'}:backlog={LISTEN_BACKLOG}")
     if not endpoint or endpoint == "none":
         return None
     bound = BoundEndpoint(serverFromString(reactor, endpoint))
