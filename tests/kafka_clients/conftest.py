@@ -55,9 +55,7 @@ def topic(request) -> str:
 def modern_cluster(zookeeper, tmp_path) -> Iterator[ModernCluster]:
     cluster = ModernCluster(tmp_path, new_chroot(zookeeper), {**FAST, "num.partitions": "2"})
     try:
-        for broker_id in range(3):
-            cluster.start(broker_id)
-        cluster.wait_until_all_see_each_other()
+        cluster.start_all()
         yield cluster
     finally:
         cluster.stop_all()

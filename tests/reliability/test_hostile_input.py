@@ -4,7 +4,7 @@ The broker must never crash, never append a message that fails validation (judge
 independent oracle, and every appended entry must be one that a fuzzed produce carried and a
 correct broker would accept), never create anything outside ``log.dir``, and keep serving a
 well-behaved client throughout. Its memory must stay bounded however many connections hold
-a partial frame or leave their responses unread (protocols/kafka.py explains the bounds).
+a partial frame or leave their responses unread (network/connection.py explains the bounds).
 """
 
 from __future__ import annotations

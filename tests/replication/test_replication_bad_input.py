@@ -126,9 +126,7 @@ def serving_cluster(zookeeper, tmp_path_factory):
     of a topic of its own and checks that topic, so they need no cluster of their own."""
     cluster = ReplicatedCluster(tmp_path_factory.mktemp("serving"), new_chroot(zookeeper), dict(FAST))
     try:
-        for broker_id in range(3):
-            cluster.start(broker_id)
-        cluster.wait_until_all_see_each_other()
+        cluster.start_all()
         yield cluster
     finally:
         cluster.stop_all()

@@ -1,5 +1,5 @@
 """Fetched message sets as Arrow columns: the same messages and 0.7 offsets as the reference
-iterator (wire/message_set.iter_messages), in every CRC mode. No Spark, no sockets."""
+iterator (codec/kafka07/message_set.iter_messages), in every CRC mode. No Spark, no sockets."""
 
 from __future__ import annotations
 

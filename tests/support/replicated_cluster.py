@@ -61,6 +61,12 @@ class ReplicatedCluster:
     def wait_for(self, condition, timeout_s: float = 20.0, what: str = "condition"):
         return wait_for(condition, what, timeout_s)
 
+    def start_all(self, count: int = 3) -> None:
+        """Start brokers 0 to ``count - 1`` and wait until each sees the others."""
+        for broker_id in range(count):
+            self.start(broker_id)
+        self.wait_until_all_see_each_other()
+
     def wait_until_all_see_each_other(self) -> None:
         """Each live broker's ZooKeeper cache lists every live broker (a topic created before
         that could not be given as many replicas)."""
@@ -174,9 +180,7 @@ def replicated_cluster(zookeeper, tmp_path) -> Iterator[ReplicatedCluster]:
 
 @pytest.fixture
 def three_brokers(replicated_cluster) -> ReplicatedCluster:
-    for broker_id in range(3):
-        replicated_cluster.start(broker_id)
-    replicated_cluster.wait_until_all_see_each_other()
+    replicated_cluster.start_all()
     return replicated_cluster
 
 

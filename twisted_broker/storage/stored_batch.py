@@ -30,7 +30,7 @@ deflated at level 1 and, if they keep more than STORE_ABOVE of their size, the r
 stored blocks (level 0, ~2 GB/s): the same deflate stream to every reader, up to a few percent
 larger on the disk than level 1 would make it for such values, and 5-10x cheaper to write.
 
-Pure: no I/O. The values are decoded by the caller (kafka_wire's record decoding).
+Pure: no I/O. The values are decoded by the caller (codec/kafka/record_batch.py).
 """
 
 from __future__ import annotations

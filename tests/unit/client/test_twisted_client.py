@@ -6,32 +6,19 @@ import struct
 import pytest
 from twisted.internet import task
 from twisted.internet.defer import TimeoutError as DeferredTimeoutError
-from twisted.internet.testing import StringTransport
 
+from tests.support.client_connection import connected, results
 from twisted_broker.client.fetched_message_set import FetchedMessageSet
 from twisted_broker.client.twisted_client import TwistedProducer, TwistedSimpleConsumer
 from twisted_broker.errors import MessageSizeTooLarge, OffsetOutOfRange
 from twisted_broker.codec.kafka07.message_set import encode_message_set
 from twisted_broker.codec.kafka07.requests import FetchRequest, OffsetRequest, ProduceRequest, encode_request
-from twisted_broker.network.kafka07_client import KafkaClientProtocol
 
 MESSAGES = encode_message_set([b"hello"])
 FETCH_RESPONSE = struct.pack(">ih", 2 + len(MESSAGES), 0) + MESSAGES
 OFFSETS_RESPONSE = (b"\x00\x00\x00\x16" b"\x00\x00"           # size 22, no error
                     b"\x00\x00\x00\x02"                        # two offsets
                     b"\x00\x00\x00\x00\x00\x00\x00\x10" b"\x00\x00\x00\x00\x00\x00\x00\x00")
-
-
-def connected(max_response_bytes: int = 1 << 20) -> tuple[KafkaClientProtocol, StringTransport]:
-    protocol, transport = KafkaClientProtocol(max_response_bytes), StringTransport()
-    protocol.makeConnection(transport)
-    return protocol, transport
-
-
-def results(d):
-    out = []
-    d.addBoth(out.append)
-    return out
 
 
 def test_twisted_producer_writes_a_produce_request():

@@ -5,27 +5,14 @@ import struct
 
 import pytest
 from twisted.internet.error import ConnectionDone
-from twisted.internet.testing import StringTransport
 from twisted.python.failure import Failure
 
+from tests.support.client_connection import connected, results
 from twisted_broker.codec.kafka07.message_set import encode_message_set
 from twisted_broker.errors import UnexpectedResponse
-from twisted_broker.network.kafka07_client import KafkaClientProtocol
 
 MESSAGES = encode_message_set([b"hello"])
 FETCH_RESPONSE = struct.pack(">ih", 2 + len(MESSAGES), 0) + MESSAGES
-
-
-def connected(max_response_bytes: int = 1 << 20) -> tuple[KafkaClientProtocol, StringTransport]:
-    protocol, transport = KafkaClientProtocol(max_response_bytes), StringTransport()
-    protocol.makeConnection(transport)
-    return protocol, transport
-
-
-def results(d):
-    out = []
-    d.addBoth(out.append)
-    return out
 
 
 @pytest.mark.parametrize("byte_by_byte", [False, True])

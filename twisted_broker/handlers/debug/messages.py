@@ -4,7 +4,7 @@ bounded amount whatever the log holds (handlers/debug/commands.py dispatches to 
 
 How ``tail`` finds the last messages: offsets are byte positions and nothing on disk marks
 where a message starts, so it reads a window at the end of the newest segment and asks
-``wire.message_search`` for the first position from which whole entries run exactly to the
+``codec.kafka07.message_search`` for the first position from which whole entries run exactly to the
 flushed end, checking only the first entry's CRC: a damaged message later on is then shown
 as ``crc BAD`` rather than hidden. The window grows until it holds enough messages or reaches
 the segment's start, a known boundary; older segments are read the same way.
