@@ -37,7 +37,9 @@ def new_chroot(zookeeper) -> str:
     admin = _ADMINS.get(zookeeper.connect_string)
     if admin is None or not admin.connected:
         admin = _ADMINS[zookeeper.connect_string] = KazooClient(hosts=zookeeper.connect_string)
-        admin.start(10)
+        # 30 s: a module's fixture fails all its tests at once, and on a loaded 2-core machine
+        # (the suite in parallel) the server's JVM has been seen not to answer within 10.
+        admin.start(30)
     chroot = f"/t-{uuid.uuid4().hex[:12]}"
     admin.ensure_path(chroot)
     return zookeeper.connect_string + chroot
