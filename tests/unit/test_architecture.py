@@ -55,10 +55,10 @@ FLOORS: dict[str, tuple[int, frozenset[str] | str]] = {
     # 3. Files (no Twisted, no timers), and ZooKeeper (paths and values, pure; the kazoo bridge).
     "storage": (3, frozenset({"codec", "errors.py"})),
     "registry": (3, frozenset({"config.py", "errors.py"})),
-    # 4. Connections, protocol-blind below one thin class per protocol; streams storage's file
-    #    regions (the FileRegion type is storage's: storage makes them, the network sends them).
+    # 4. Connections, protocol-blind below one thin class per protocol; they stream the file
+    #    regions storage makes without naming storage's type (file_streaming.StreamedRegion).
     #    Followers' connections to leaders live here too (network/kafka07_client.py).
-    "network": (4, frozenset({"codec", "storage", "errors.py"})),
+    "network": (4, frozenset({"codec", "errors.py"})),
     # 5. What the handlers call: replication (rules + replica manager, fetcher, controller),
     #    coordinators (groups, producer ids), and server/: the broker's timers and figures.
     #    server/ sits below the handlers because they count into its figures (stats.py) and
