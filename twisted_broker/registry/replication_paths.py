@@ -21,6 +21,11 @@ ADMIN = f"{ROOT}/admin"
 REASSIGN_PARTITIONS = f"{ADMIN}/reassign_partitions"
 PREFERRED_REPLICA_ELECTION = f"{ADMIN}/preferred_replica_election"
 SHUTDOWN = f"{ADMIN}/shutdown"
+# <id>: ephemeral, the partitions whose log failed on that broker (a failed fsync, a full
+# disk): the controller moves their leadership away and keeps the broker out of their ISR
+# while the node lists them (Kafka's log-dir failure handling, KIP-112). Value: a partition
+# list (encode_partition_list without replicas).
+OFFLINE_REPLICAS = f"{ROOT}/offline_replicas"
 LISTENERS = f"{ROOT}/listeners"  # <id>: each live broker's modern listener (docs/kafka-protocol.md §4)
 
 NO_LEADER = -1  # in ZooKeeper, as Kafka writes it; the CLI's JSON says null
@@ -40,6 +45,10 @@ def state_path(topic: str, partition: int) -> str:
 
 def shutdown_path(broker_id: int) -> str:
     return f"{SHUTDOWN}/{broker_id}"
+
+
+def offline_replicas_path(broker_id: int) -> str:
+    return f"{OFFLINE_REPLICAS}/{broker_id}"
 
 
 def _load(value: bytes, what: str) -> dict[str, Any]:

@@ -15,7 +15,7 @@ import logging
 from collections.abc import Callable
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError, RolledBackError
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import KazooState
 from twisted.internet.defer import Deferred
@@ -100,6 +100,29 @@ class ZooKeeper:
     def delete(self, path: str) -> Deferred:
         return self._deferred(self.client.delete_async(path))
 
+    def transaction(self, ops: list[tuple]) -> Deferred[list]:
+        """ZooKeeper's multi-op: every op applies, or none. Each op is one of
+        ``("check", path, version)``, ``("create", path, value, ephemeral)``,
+        ``("set", path, value, version)``, ``("delete", path, version)`` (version -1: any).
+        Fires with the ops' results (a set's is its new stat); fails with the error of the
+        first op that failed (BadVersionError, NoNodeError, NodeExistsError), so a write
+        guarded by a ``check`` of another node's version is refused once that node moved
+        (how a controller's writes are fenced, as KAFKA-6082 did)."""
+        request = self.client.transaction()
+        for op in ops:
+            kind, path, *args = op
+            if kind == "check":
+                request.check(path, args[0])
+            elif kind == "create":
+                request.create(path, args[0], ephemeral=args[1])
+            elif kind == "set":
+                request.set_data(path, args[0], args[1])
+            elif kind == "delete":
+                request.delete(path, args[0])
+            else:
+                raise ValueError(f"unknown transaction op {kind!r}")
+        return self._deferred(request.commit_async()).addCallback(_raise_first_failure)
+
     def _wrap(self, watch: Callable | None) -> Callable | None:
         if watch is None:
             return None
@@ -121,3 +144,12 @@ class ZooKeeper:
 
     def _in_thread(self, function: Callable, *args) -> Deferred:
         return deferToThreadPool(self._reactor, self._reactor.getThreadPool(), function, *args)
+
+
+def _raise_first_failure(results: list) -> list:
+    """kazoo answers a failed multi-op with one result per op: the failing op's exception,
+    RolledBackError for the others."""
+    for result in results:
+        if isinstance(result, Exception) and not isinstance(result, RolledBackError):
+            raise result
+    return results
