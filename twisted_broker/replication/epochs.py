@@ -22,8 +22,11 @@ could truncate a message every in-sync replica had stored.
 
 from __future__ import annotations
 
+import logging
 from bisect import bisect_right
 from dataclasses import dataclass
+
+log = logging.getLogger(__name__)
 
 UNDEFINED_EPOCH = -1
 UNDEFINED_OFFSET = -1
@@ -52,22 +55,35 @@ class LeaderEpochCache:
         return self._entries[-1].epoch if self._entries else UNDEFINED_EPOCH
 
     def assign(self, epoch: int, start_offset: int) -> bool:
-        """Record that ``epoch`` wrote from ``start_offset``. An epoch already latest is kept
-        (returns False); one older than the latest, or a start before the latest's, raises
-        ValueError: it would make the cache disagree with the log it describes."""
+        """Record that ``epoch`` wrote from ``start_offset``; False if that is known already.
+
+        Entries that conflict with the new one (an epoch as new or newer, or a start at or
+        after its start) are dropped first, as Kafka's cache does: the new entry describes the
+        log as it is now, and an entry past it can only come from a log that has since lost
+        its tail (a crash within a flush interval) or been cut. Raising instead wedged the
+        broker: ``become_leader`` could never take office again."""
         if epoch < 0 or start_offset < 0:
             raise ValueError(f"epoch {epoch} at {start_offset}: both must be >= 0")
         if self._entries:
             last = self._entries[-1]
-            if epoch == last.epoch:
+            if epoch == last.epoch and start_offset >= last.start_offset:
                 return False
-            if epoch < last.epoch or start_offset < last.start_offset:
-                raise ValueError(f"epoch {epoch} at {start_offset} comes before the latest, "
-                                 f"epoch {last.epoch} at {last.start_offset}")
-            if start_offset == last.start_offset:
-                self._entries.pop()  # the previous epoch wrote nothing: its entry says nothing
+            while self._entries and (self._entries[-1].epoch >= epoch or self._entries[-1].start_offset >= start_offset):
+                dropped = self._entries.pop()
+                if dropped.start_offset > start_offset or dropped.epoch > epoch:
+                    log.warning("leader epoch %d at %d replaces epoch %d at %d, which the log no longer holds",
+                                epoch, start_offset, dropped.epoch, dropped.start_offset)
         self._entries.append(EpochEntry(epoch, start_offset))
         return True
+
+    def cut_to_log_end(self, log_end: int) -> bool:
+        """A log opened (recovered) at ``log_end``: forget epochs that start past it. After a
+        crash the epoch file can be ahead of the log (it is written at once, the log's tail
+        only on flush). True if anything was cut."""
+        before = len(self._entries)
+        while self._entries and self._entries[-1].start_offset > log_end:
+            self._entries.pop()
+        return len(self._entries) != before
 
     def end_offset_for(self, epoch: int, log_end: int) -> tuple[int, int]:
         """``(E', end)``: the largest known epoch ``E' <= epoch`` and the offset where it ends
@@ -115,12 +131,15 @@ class LeaderEpochCache:
         lines = data.decode("ascii").splitlines()
         if len(lines) < 2 or lines[0] != "0" or not lines[1].isdigit() or int(lines[1]) != len(lines) - 2:
             raise ValueError("not a version 0 leader-epoch-checkpoint")
-        entries = []
+        entries: list[EpochEntry] = []
         for line in lines[2:]:
             fields = line.split()
             if len(fields) != 2 or not all(f.isdigit() for f in fields):
                 raise ValueError(f"bad leader-epoch-checkpoint line {line!r}")
-            entries.append(EpochEntry(int(fields[0]), int(fields[1])))
+            entry = EpochEntry(int(fields[0]), int(fields[1]))
+            if entries and (entry.epoch <= entries[-1].epoch or entry.start_offset < entries[-1].start_offset):
+                raise ValueError(f"leader-epoch-checkpoint entries out of order at {line!r}")
+            entries.append(entry)
         return cls(entries)
 
 

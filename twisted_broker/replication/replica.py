@@ -42,6 +42,11 @@ class Replica:
             # follows (epochs.first_question): safe, if it may copy a little again.
             log.error("%s: %s; starting with no leader epochs", log_.name, exc)
             self.epochs = LeaderEpochCache()
+        if self.epochs.cut_to_log_end(log_.written_end):
+            # The epoch file is rewritten at once on a leader change, the log's tail only on
+            # flush: after a crash the file may name epochs the recovered log never reached.
+            log.warning("%s: leader epochs past the recovered log end %d dropped", log_.name, log_.written_end)
+            self.save_epochs()
         self.role = Role.OFFLINE
         self.leader_id: int | None = None
         self.leader_epoch = -1

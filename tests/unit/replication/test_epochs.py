@@ -30,11 +30,30 @@ def test_an_epoch_that_wrote_nothing_is_replaced_by_the_next_at_the_same_offset(
     assert c.assign(2, 70) is False  # the current epoch again: kept as it is
 
 
-@pytest.mark.parametrize("epoch, offset", [(1, 120), (3, 90), (-1, 0)])
-def test_entries_out_of_order_are_refused(epoch, offset):
+@pytest.mark.parametrize("epoch, offset, kept", [
+    (1, 120, [(0, 0), (1, 120)]),  # an older epoch than the latest: the newer entries go
+    (3, 90, [(0, 0), (3, 90)]),  # a start before the latest's: the entries from there go
+    (2, 60, [(0, 0), (2, 60)]),  # the latest epoch, starting earlier: Kafka moves its start
+])
+def test_an_entry_that_conflicts_with_the_latest_replaces_what_it_contradicts(epoch, offset, kept):
+    # Kafka's cache does so: raising instead wedged become_leader for good after a crash left
+    # the epoch file ahead of the log (issue 22, defect 2).
     c = cache((0, 0), (2, 100))
-    with pytest.raises(ValueError):
-        c.assign(epoch, offset)
+    assert c.assign(epoch, offset) is True
+    assert c.entries == tuple(EpochEntry(*e) for e in kept)
+
+
+def test_negative_epochs_and_offsets_are_refused():
+    for epoch, offset in ((-1, 0), (0, -1)):
+        with pytest.raises(ValueError):
+            cache((0, 0)).assign(epoch, offset)
+
+
+def test_a_cache_ahead_of_the_recovered_log_is_cut_to_its_end():
+    c = cache((0, 0), (2, 100), (5, 180))
+    assert c.cut_to_log_end(150) is True
+    assert c.entries == (EpochEntry(0, 0), EpochEntry(2, 100))
+    assert c.cut_to_log_end(150) is False  # an epoch that starts at the end may still write
 
 
 def test_truncation_from_either_end():
