@@ -230,10 +230,16 @@ class ReplicaManager:
         except (BadVersionError, NoNodeError):
             leader.isr_write_refused()
             yield self.cluster.reread_state(topic, partition)
+            # A state that arrived while this write was pending was not applied (one proposal
+            # at a time), and the re-read finds nothing newer than the cache then: take the
+            # state the cache holds now, or this leader would go on with an ISR ZooKeeper no
+            # longer has (issue 22, defect 7).
+            self._state_changed(topic, partition)
             return
         except Exception as exc:  # connection trouble: the leader is fenced meanwhile
             log.warning("%s: writing the ISR %s failed: %s", replica.name, list(isr), exc)
             leader.isr_write_refused()
+            self._state_changed(topic, partition)
             return
         if replica.leader is not leader:
             return  # deposed while writing
