@@ -125,6 +125,10 @@ class Replica:
     def go_offline(self, state: PartitionState) -> None:
         self.role, self.leader_id, self.leader_epoch, self.leader = Role.OFFLINE, None, state.leader_epoch, None
 
+    def go_offline_for_good(self) -> None:
+        """Its log failed (replication/log_failures.py): no role until the broker restarts."""
+        self.role, self.leader_id, self.leader = Role.OFFLINE, None, None
+
     def truncate(self, offset: int) -> None:
         """Cut the log and the epochs at ``offset`` (the fetcher found it with the leader)."""
         self.log.truncate_to(offset)

@@ -31,6 +31,7 @@ from twisted_broker.codec.kafka07.replication_errors import (
     FencedLeaderEpoch, NotAReplica, NotEnoughReplicas, NotLeaderForPartition, UnknownLeaderEpoch,
 )
 from twisted_broker.replication.leader import Decision
+from twisted_broker.replication.log_failures import OfflineReplicas, log_failure
 from twisted_broker.registry.replication_paths import NO_LEADER, PartitionState
 from twisted_broker.replication.replica import Replica, Role
 from twisted_broker.storage.checkpoints import write_high_watermarks
@@ -60,6 +61,7 @@ class ReplicaManager:
         # not what it has written (docs/replication.md §6).
         self.count_flushed = count_flushed
         self.replicas: dict[tuple[str, int], Replica] = {}
+        self.offline = OfflineReplicas(broker_id=broker_id, zk=zk)  # logs failed here: given up
         self.connected = zk.connected
         self.stopping = False
         # Called with a replica whose role became TRUNCATING or that stopped following (set
@@ -109,6 +111,7 @@ class ReplicaManager:
         # On CONNECTED, ClusterState reads everything again; _resynced unfences.
 
     def _resynced(self) -> None:
+        self.offline.publish()  # an ephemeral node: gone with a previous session
         for topic, partition in list(self.replicas):
             self._state_changed(topic, partition)
         for topic in self.cluster.assignments:
@@ -136,6 +139,13 @@ class ReplicaManager:
                 self.replicas[(topic, partition)] = Replica(topic, partition, log_)
                 self._state_changed(topic, partition)
 
+    def _give_up(self, replica: Replica, error: OSError) -> None:
+        """The replica's log failed on disk: neither lead nor follow it again in this process."""
+        self.offline.add(replica.topic, replica.partition, error)
+        replica.go_offline_for_good()
+        replica.fail_waiters(NotLeaderForPartition(f"{replica.name}: its log failed on broker {self.broker_id}"))
+        self.on_follow(replica)  # the fetchers drop it
+
     def _drop(self, replica: Replica) -> None:
         """A reassignment moved this replica away: stop, and delete its log."""
         del self.replicas[(replica.topic, replica.partition)]
@@ -148,7 +158,7 @@ class ReplicaManager:
     def _state_changed(self, topic: str, partition: int) -> None:
         replica = self.replicas.get((topic, partition))
         state = self.cluster.state(topic, partition)
-        if replica is None or state is None or self.stopping:
+        if replica is None or state is None or self.stopping or (topic, partition) in self.offline:
             return
         replicas = self.cluster.replicas(topic, partition)
         if state.leader == self.broker_id and state.leader_session and state.leader_session != self.session:
@@ -202,7 +212,9 @@ class ReplicaManager:
 
     def _tick_leaders(self) -> None:
         now = self._now_ms()
-        for replica in self.replicas.values():
+        for key, replica in self.replicas.items():
+            if key not in self.offline and (error := log_failure(replica.log)) is not None:
+                self._give_up(replica, error)
             if replica.role is Role.LEADER:
                 self._apply(replica, replica.leader.tick(now))
             if replica.ack_waiters:
@@ -267,6 +279,8 @@ class ReplicaManager:
         """The replica, if this broker may append to it now. Raises WrongPartition,
         NotLeaderForPartition or NotEnoughReplicas (the last is logged and counted)."""
         replica = self.replica(topic, partition)
+        if replica.role is Role.LEADER and (error := log_failure(replica.log)) is not None:
+            self._give_up(replica, error)  # at once, not at the next tick: the append would fail
         if replica.role is not Role.LEADER:
             leader = replica.leader_id
             raise NotLeaderForPartition(f"{replica.name} is led by broker {leader}" if leader is not None

@@ -64,6 +64,10 @@ class Log:
         # Set when the disk failed in a way that leaves the newest segment in doubt (a failed
         # fsync, or a failed write that could not be cut back): the log then refuses writes.
         self.write_error: LogWriteError | None = None
+        # The last append that failed on disk, even one cut back cleanly (a full disk): the
+        # log may take the next write, but replication gives the partition up at once, as
+        # Kafka takes a failed log dir offline (replication/log_failures.py).
+        self.append_error: LogWriteError | None = None
         # One-shot callbacks for the next time flushed data is published (held fetches).
         self._flush_watchers: list[Callable[[], object]] = []
         # log.visibility=committed on a 0.7 topic: readers see each append at once.
@@ -187,6 +191,7 @@ class Log:
             try:
                 segment.append(messages.buffer, now)
             except LogWriteError as exc:
+                self.append_error = exc
                 if segment.damaged:
                     self.write_error = exc
                 raise
