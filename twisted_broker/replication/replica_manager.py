@@ -22,14 +22,12 @@ from collections.abc import Callable
 from twisted.internet.defer import Deferred, inlineCallbacks
 from twisted.internet.task import LoopingCall
 
-from twisted_broker.errors import InvalidTopic, OffsetOutOfRange, WrongPartition
+from twisted_broker.errors import InvalidTopic, WrongPartition
 from twisted_broker.registry.zookeeper import BadVersionError, CONNECTED, NoNodeError, ZooKeeper
 from twisted_broker.registry import replication_paths as paths
 from twisted_broker.replication.cluster_state import ClusterState, Subscriber
-from twisted_broker.replication.epochs import UNDEFINED_EPOCH, UNDEFINED_OFFSET
-from twisted_broker.codec.kafka07.replication_errors import (
-    FencedLeaderEpoch, NotAReplica, NotEnoughReplicas, NotLeaderForPartition, UnknownLeaderEpoch,
-)
+from twisted_broker.codec.kafka07.replication_errors import NotEnoughReplicas, NotLeaderForPartition
+from twisted_broker.replication.follower_requests import FollowerRequests
 from twisted_broker.replication.leader import Decision
 from twisted_broker.replication.log_failures import OfflineReplicas, log_failure
 from twisted_broker.registry.replication_paths import NO_LEADER, PartitionState
@@ -43,7 +41,7 @@ CHECKPOINT_INTERVAL_S = 1.0
 REFUSAL_LOG_INTERVAL_S = 60.0
 
 
-class ReplicaManager:
+class ReplicaManager(FollowerRequests):
     def __init__(self, *, broker_id: int, logs: LogManager, zk: ZooKeeper, cluster: ClusterState, clock,
                  lag_time_max_ms: int, min_insync_replicas: int, count_flushed: bool = False,
                  session: str = "") -> None:
@@ -76,6 +74,7 @@ class ReplicaManager:
         self.isr_shrinks = 0
         self.isr_expands = 0
         self.not_enough_replicas = 0
+        self.event_errors = 0  # partitions' events that raised (logged; the others went on)
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -113,9 +112,19 @@ class ReplicaManager:
     def _resynced(self) -> None:
         self.offline.publish()  # an ephemeral node: gone with a previous session
         for topic, partition in list(self.replicas):
-            self._state_changed(topic, partition)
-        for topic in self.cluster.assignments:
-            self._assignment_changed(topic)
+            self._guarded(self._state_changed, topic, partition)
+        for topic in list(self.cluster.assignments):
+            self._guarded(self._assignment_changed, topic)
+
+    def _guarded(self, handle, *key) -> None:
+        """One partition's (or topic's) event: an exception is logged loudly and the next one
+        is handled (issue 22, defect 2: one partition's error must not stop the broker's
+        handling of every other)."""
+        try:
+            handle(*key)
+        except Exception:
+            self.event_errors += 1
+            log.exception("replication: handling %s failed; going on with the others", "-".join(map(str, key)))
 
     # -- roles ---------------------------------------------------------------------------
 
@@ -137,7 +146,7 @@ class ReplicaManager:
                     log.error("cannot hold a replica of %s-%d: %s", topic, partition, exc)
                     continue
                 self.replicas[(topic, partition)] = Replica(topic, partition, log_)
-                self._state_changed(topic, partition)
+                self._guarded(self._state_changed, topic, partition)
 
     def _give_up(self, replica: Replica, error: OSError) -> None:
         """The replica's log failed on disk: neither lead nor follow it again in this process."""
@@ -309,71 +318,6 @@ class ReplicaManager:
         """Fires once the high watermark reaches ``end_offset``; fails with RequestTimedOut
         after ``timeout_ms``, or NotLeaderForPartition if the leadership is lost first."""
         return replica.wait_for_commit(end_offset, self._now_ms() + timeout_ms)
-
-    # -- follower requests (served by the leader) -----------------------------------------------
-
-    def _schedule_fetch_wake(self) -> None:
-        # After this reactor step, not inside each append: one answer to a waiting follower
-        # then carries everything the step appended (many produce requests arrive per read).
-        if self.fetch_waiters and self._fetch_wake is None:
-            self._fetch_wake = self.clock.callLater(0, self._wake_fetch_waiters)
-
-    def _wake_fetch_waiters(self) -> None:
-        self._fetch_wake = None
-        waiters, self.fetch_waiters = self.fetch_waiters, []
-        for wake in waiters:
-            wake()
-
-    def follower_fetch(self, replica_id: int, topic: str, partition: int, leader_epoch: int, offset: int,
-                       flushed_offset: int):
-        """Check a follower's fetch and record its position (its durable one under
-        log.visibility=flushed); returns the leader's replica. Raises the error its answer
-        carries."""
-        replica = self._asked_by_follower(replica_id, topic, partition)
-        if replica.role is not Role.LEADER:
-            if leader_epoch > replica.leader_epoch:
-                raise UnknownLeaderEpoch(f"{replica.name}: epoch {leader_epoch} is newer than {replica.leader_epoch}")
-            raise NotLeaderForPartition(f"{replica.name} is not led by broker {self.broker_id}")
-        leader = replica.leader
-        if leader_epoch > leader.leader_epoch:
-            # A follower knows of a newer leader (from ZooKeeper): stop taking writes until
-            # ZooKeeper, read now, says whether this broker still leads at this epoch.
-            leader.fence()
-            self.cluster.reread_state(topic, partition).addBoth(lambda _: self._state_changed(topic, partition))
-            raise UnknownLeaderEpoch(f"{replica.name}: epoch {leader_epoch} is newer than {leader.leader_epoch}")
-        if leader_epoch < leader.leader_epoch:
-            raise FencedLeaderEpoch(f"{replica.name}: epoch {leader_epoch} is older than {leader.leader_epoch}")
-        if leader.fenced:
-            raise NotLeaderForPartition(f"{replica.name}: broker {self.broker_id} is fenced")
-        if not 0 <= offset <= replica.log.written_end:
-            raise OffsetOutOfRange(f"follower {replica_id} fetches {replica.name} from {offset}, past its end "
-                                   f"{replica.log.written_end}")
-        position = min(flushed_offset, leader.log_end) if self.count_flushed else offset
-        decision = leader.follower_fetched(replica_id, max(position, 0), self._now_ms())
-        self._apply(replica, decision)
-        return replica
-
-    def _asked_by_follower(self, replica_id: int, topic: str, partition: int) -> Replica:
-        replica = self.replicas.get((topic, partition))
-        if replica is None:
-            raise WrongPartition(f"{topic}-{partition} has no replica on broker {self.broker_id}")
-        if replica_id not in self.cluster.replicas(topic, partition) or replica_id == self.broker_id:
-            raise NotAReplica(f"broker {replica_id} is not a follower of {replica.name}")
-        return replica
-
-    def epoch_end_offset(self, replica_id: int, topic: str, partition: int, current_leader_epoch: int,
-                         epoch: int) -> tuple[int, int]:
-        """Where ``epoch`` ends on this leader's log (epochs.end_offset_for). Raises like
-        ``follower_fetch``."""
-        replica = self._asked_by_follower(replica_id, topic, partition)
-        if replica.role is not Role.LEADER or replica.fenced:
-            raise NotLeaderForPartition(f"{replica.name} is not led by broker {self.broker_id}")
-        if current_leader_epoch < replica.leader_epoch:
-            raise FencedLeaderEpoch(f"{replica.name}: epoch {current_leader_epoch} is older than {replica.leader_epoch}")
-        if current_leader_epoch > replica.leader_epoch:
-            raise UnknownLeaderEpoch(f"{replica.name}: epoch {current_leader_epoch} is newer")
-        found = replica.epochs.end_offset_for(epoch, replica.log.written_end)
-        return found if found[0] != UNDEFINED_EPOCH else (UNDEFINED_EPOCH, UNDEFINED_OFFSET)
 
     # -- checkpoints and figures ---------------------------------------------------------
 
