@@ -147,3 +147,17 @@ def test_a_follower_behind_its_leaders_start_restarts_empty_there(make_replica_l
     log.append(batch([b"cd"]))
     log.publish_to(512)
     assert read_all(log, 100) == [(500, b"cd")]
+
+
+def test_a_read_for_followers_holds_at_least_the_first_whole_entry_whatever_its_size(make_replica_log, batch):
+    # issue 22, defect 3 (KIP-74): part of an entry is of no use to a follower
+    log = make_replica_log(flush_interval_messages=1000)
+    log.append(batch([b"x" * 5000]))
+    log.append(batch([b"y"]))
+    first = log.written_end - 11
+    with log.read_written(0, 1000) as region:
+        assert (region.position, region.length) == (0, first)  # one whole entry, not 1000 bytes
+    with log.read_written(0, first + 5) as region:
+        assert region.length == first  # whole entries only, as before
+    with log.read_written(first, 1) as region:
+        assert region.length == 11
