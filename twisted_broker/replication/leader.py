@@ -51,6 +51,7 @@ class FollowerPosition:
     caught_up_at_ms: int = 0
     last_fetch_at_ms: int = 0
     leader_end_at_last_fetch: int = -1
+    fetches: int = 0  # recorded so far: a held fetch woken after a newer one is stale
 
 
 @dataclass(frozen=True)
@@ -131,7 +132,7 @@ class LeaderPartition:
             raise ValueError(f"broker {replica} is not a follower of this partition ({list(self.replicas)})")
         if not 0 <= offset <= self.log_end:
             raise ValueError(f"follower {replica} fetches from {offset}, past the log end {self.log_end}")
-        position.end = offset
+        position.end, position.fetches = offset, position.fetches + 1
         if offset >= self.log_end:
             position.caught_up_at_ms = now_ms
         elif offset >= position.leader_end_at_last_fetch >= 0:
