@@ -14,11 +14,16 @@ from tests.support.kafka_clients.modern_cluster import ModernCluster
 from tests.support.modern_listener import raw_request
 from tests.support.replicated_cluster import FAST, Wire, produce_all
 from tests.support.zookeeper import new_chroot
+from twisted_broker.client.partitioners import DefaultPartitioner
+from twisted_broker.client.producer import Producer
 from twisted_broker.codec.kafka.api_keys import PRODUCE
+from twisted_broker.codec.kafka07.replication_errors import NotEnoughReplicasAfterAppend
+from twisted_broker.config import ProducerConfig
 from twisted_broker.codec.kafka.record_batch import build_batch
 
 NOT_ENOUGH_REPLICAS = 19
 NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
+KEY = next(k for k in (f"k{i}" for i in range(100)) if DefaultPartitioner()(k, 2) == 0)  # to partition 0 of 2
 
 
 @pytest.fixture
@@ -69,9 +74,14 @@ def test_a_write_committed_on_the_leader_alone_is_not_acknowledged(cluster):
     assert modern_produce(cluster, leader, "a", b"refused") == NOT_ENOUGH_REPLICAS
     resume(cluster, "a", leader, followers)
 
+    # replication's 0.7 produce, through this project's producer
     followers = stopped_followers(cluster, leader)
+    config = ProducerConfig(broker_list=",".join(f"{b}:127.0.0.1:{cluster.brokers[b].port}" for b in (0, 1, 2)),
+                            connect_timeout_ms=1000, request_timeout_ms=15_000)
+    with Producer(config) as producer:
+        with pytest.raises(NotEnoughReplicasAfterAppend, match="appended by the leader but not committed"):
+            producer.send("a", [b"0.7, one copy"], key=KEY)
     with Wire(cluster.brokers[leader]) as wire:
-        assert wire.produce("a", 0, [b"0.7, one copy"], timeout_ms=15_000)[0] == NOT_ENOUGH_REPLICAS_AFTER_APPEND
         assert wire.produce("a", 0, [b"refused"], timeout_ms=15_000)[0] == NOT_ENOUGH_REPLICAS
     resume(cluster, "a", leader, followers)
     with Wire(cluster.brokers[leader]) as wire:
