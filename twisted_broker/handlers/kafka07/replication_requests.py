@@ -111,8 +111,12 @@ class ReplicationRequests:
         return counts
 
     def _empty_answer(self, request: ReplicaFetchRequest) -> list:
-        """No data and no error for any partition; no position recorded."""
-        headers = [encode_replica_fetch_part_header(NO_ERROR, -1, -1, [], 0) for _ in request.partitions]
+        """No data and no error for any partition (its ends as they are); no position recorded."""
+        headers = []
+        for part in request.partitions:
+            replica = self.manager.replicas.get((part.topic, part.partition))
+            ends = (replica.log.end_offset, replica.log.written_end) if replica is not None else (-1, -1)
+            headers.append(encode_replica_fetch_part_header(NO_ERROR, *ends, [], 0))
         return [encode_response_header(NO_ERROR, sum(map(len, headers))), *headers]
 
     def _replica_fetch_pieces(self, request: ReplicaFetchRequest) -> tuple[list, bool]:

@@ -119,5 +119,5 @@ def test_a_held_fetch_whose_follower_fetched_since_is_answered_empty_and_records
     assert manager.proposals == []  # before the fix: [(0,)], the follower proposed out of the ISR
     assert replica.leader.followers[1].end == replica.log.end_offset
     [stale] = answer_of(held.result)
-    assert (stale.error, stale.high_watermark, len(stale.messages)) == (0, -1, 0)
+    assert (stale.error, stale.high_watermark, len(stale.messages)) == (0, replica.log.end_offset, 0)
     assert [a.error for a in answer_of(again.result)] == [0]
