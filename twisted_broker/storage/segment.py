@@ -326,19 +326,19 @@ class Segment:
         return end
 
     def entry_starts_at(self, position: int) -> bool:
-        """Whether a written entry starts at ``position`` (walked from the known boundary before it)."""
+        """Whether a written entry starts at ``position``: walked from the known boundary before
+        it, or, that far in a loaded file, an entry whose CRC matches (as reads trust one)."""
         index = self._index
         known = index[bisect_right(index, position) - 1]
-        if known == position or position >= self.size:
-            return position in (known, self.size)
+        if known == position or position >= self.size or position - known > 16 * WALK_WINDOW_BYTES:
+            return position in (known, self.size) or self._starts_message(position, self.size)
         found, end = self._walk(known, position)
         slot = bisect_right(index, known)
         index[slot:slot] = array("q", found)
         return end == position
 
     def _starts_message(self, position: int, limit: int) -> bool:
-        # A fetch offset that is not a known boundary is trusted only if the entry there has a
-        # plausible length and a matching CRC; a misaligned offset almost never passes both.
+        # Trusted only with a plausible length and a matching CRC: a misaligned offset almost never has both.
         header = os.pread(self._fd, 4, position)
         if len(header) < 4:
             return False

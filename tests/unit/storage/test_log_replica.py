@@ -1,6 +1,7 @@
 """A replica's log: readers see up to the high watermark replication publishes, flushed or
 not; the tail past it can be cut to match the leader (docs/replication.md §3, §6)."""
 
+import os
 from pathlib import Path
 
 import pytest
@@ -197,3 +198,18 @@ def test_a_loaded_replica_log_knows_its_entry_boundaries(make_replica_log, batch
         log.read(3005, 100)
     with log.read(3010, 10_000) as region:
         assert region.length == 3010 + 11
+
+
+def test_far_into_a_loaded_replica_log_an_entry_start_is_known_by_its_crc(make_replica_log, batch):
+    log = make_replica_log(flush_interval_messages=1)
+    payloads = [os.urandom(4000) for _ in range(300)]  # 1.2 MB: too far to walk from the start
+    for payload in payloads:
+        log.append(batch([payload]))
+    log.publish_to(log.written_end)
+    segment = log.segments[-1]
+    segment._index[:] = type(segment._index)("q", [0, segment.size])
+    entry = len(encode_message_set([payloads[0]]))
+    with pytest.raises(OffsetOutOfRange):
+        log.read(290 * entry + 7, 100_000)
+    with log.read(290 * entry, entry) as region:
+        assert region.read() == encode_message_set([payloads[290]])
