@@ -16,8 +16,13 @@ import pytest
 from tests.support.kafka_clients import client_kafka_python
 from tests.support.kafka_clients.modern_cluster import ModernCluster
 from tests.support.kafka_clients.records import Record
+from tests.support.modern_listener import raw_request
 from tests.support.replicated_cluster import FAST, Wire, all_in_sync, segment_bytes
 from tests.support.zookeeper import new_chroot
+from twisted_broker.codec.kafka.api_keys import PRODUCE
+from twisted_broker.codec.kafka.record_batch import build_batch
+
+MAX_BATCH_BYTES = 1048588 + 65536  # kafka.max.batch.bytes's default
 
 
 @pytest.fixture
@@ -32,18 +37,33 @@ def cluster(zookeeper, tmp_path):
         cluster.stop_all()
 
 
+def largest_batch() -> bytes:
+    """A batch of one incompressible record, exactly kafka.max.batch.bytes long (the default)."""
+    size = 0
+    value_bytes = MAX_BATCH_BYTES - 80
+    while size != MAX_BATCH_BYTES:
+        value_bytes += MAX_BATCH_BYTES - size
+        batch = build_batch([(int(time.time() * 1000), None, os.urandom(value_bytes))])
+        size = len(batch)
+    return bytes(batch)
+
+
 def test_the_largest_entries_reach_every_follower_byte_for_byte(cluster):
     cluster.create("big")
     leader = cluster.leaders("big")[0]
-    value = os.urandom(1_000_000)  # the issue's 1 MB record, within kafka.max.batch.bytes
-    record = Record(None, value, (), int(time.time() * 1000))
-    [(partition, offset)] = client_kafka_python.produce(cluster.bootstrap, "big", [record], partition=0)
-    assert (partition, offset) == (0, 0)
+    # the issue's 1 MB record, through kafka-python
+    record = Record(None, os.urandom(1_000_000), (), int(time.time() * 1000))
+    assert client_kafka_python.produce(cluster.bootstrap, "big", [record], partition=0) == [(0, 0)]
+    # the largest batch today's protocol takes
+    answer = raw_request(cluster.kafka_ports[leader], PRODUCE, 3, {"acks": -1, "timeout_ms": 15_000, "topic_data": [
+        {"name": "big", "partition_data": [{"index": 0, "records": largest_batch()}]}]})
+    assert answer["responses"][0]["partition_responses"][0]["error_code"] == 0
     with Wire(cluster.brokers[leader]) as wire:
-        assert wire.produce("big", 0, [os.urandom(999_000)])[0] == 0  # near 0.7's max.message.size
+        # the largest 0.7 message (max.message.size: 1000000 payload bytes)
+        assert wire.produce("big", 0, [os.urandom(1_000_000)])[0] == 0
         assert wire.produce("big", 0, [b"small"])[0] == 0
     expected = segment_bytes(cluster.brokers[leader], "big", 0)
-    assert len(expected) > 2_900_000  # the batch, its deflated values, the 0.7 message
+    assert len(expected) > 2 * 1_000_000 + 2 * MAX_BATCH_BYTES + 1_000_000  # batches stored with their values
     for follower in (b for b in (0, 1, 2) if b != leader):
         cluster.wait_for(lambda: segment_bytes(cluster.brokers[follower], "big", 0) == expected, 20,
                          what=f"broker {follower}'s log to be the leader's")
