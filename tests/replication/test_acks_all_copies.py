@@ -28,7 +28,10 @@ KEY = next(k for k in (f"k{i}" for i in range(100)) if DefaultPartitioner()(k, 2
 
 @pytest.fixture
 def cluster(zookeeper, tmp_path):
-    cluster = ModernCluster(tmp_path, new_chroot(zookeeper), {**FAST, "min.insync.replicas": "2"})
+    # 4 s before the stopped followers leave the ISR (session end or lag): room for the write
+    # to be appended first on a loaded machine
+    cluster = ModernCluster(tmp_path, new_chroot(zookeeper), {
+        **FAST, "min.insync.replicas": "2", "zk.sessiontimeout.ms": "4000", "replica.lag.time.max.ms": "4000"})
     try:
         cluster.start_all()
         yield cluster
@@ -74,11 +77,13 @@ def test_a_write_committed_on_the_leader_alone_is_not_acknowledged(cluster):
     assert modern_produce(cluster, leader, "a", b"refused") == NOT_ENOUGH_REPLICAS
     resume(cluster, "a", leader, followers)
 
-    # replication's 0.7 produce, through this project's producer
-    followers = stopped_followers(cluster, leader)
-    config = ProducerConfig(broker_list=",".join(f"{b}:127.0.0.1:{cluster.brokers[b].port}" for b in (0, 1, 2)),
-                            connect_timeout_ms=1000, request_timeout_ms=15_000)
+    # replication's 0.7 produce, through this project's producer (connected, leaders known)
+    # (given the leader alone: a stopped broker would hold its metadata requests to their timeout)
+    config = ProducerConfig(broker_list=f"{leader}:127.0.0.1:{cluster.brokers[leader].port}", connect_timeout_ms=1000,
+                            request_timeout_ms=15_000)
     with Producer(config) as producer:
+        producer.send("a", [b"three copies too"], key=KEY)
+        followers = stopped_followers(cluster, leader)
         with pytest.raises(NotEnoughReplicasAfterAppend, match="appended by the leader but not committed"):
             producer.send("a", [b"0.7, one copy"], key=KEY)
     with Wire(cluster.brokers[leader]) as wire:
