@@ -37,7 +37,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.protocol import Protocol
 
 from twisted_broker.network.framing import FrameDecoder, FrameTooLarge
@@ -67,6 +67,8 @@ class FramedConnection(Protocol):
     """One connection of a Kafka listener. ``requests`` are the listener's request figures
     (server/stats.py's RequestStats: connection_opened, record, bytes_read, ...)."""
 
+    cancel_answers_on_loss = False  # the connection going cancels a Deferred answer (waits that drop cleanly)
+
     def __init__(self, requests, *, max_request_size: int = DEFAULT_MAX_REQUEST_BYTES,
                  send_buffer_bytes: int | None = None, receive_buffer_bytes: int | None = None,
                  budget: RequestBudget | None = None, clock=None) -> None:
@@ -88,6 +90,7 @@ class FramedConnection(Protocol):
         self._stall_timer = None
         self._held = None  # what ``hold`` returned for the request being held
         self._answering = False  # inside _answer: a Deferred answer that fires now must not resume
+        self._waiting: Deferred | None = None  # the Deferred answer awaited (cancelled if the peer goes)
 
     # -- what each protocol's connection defines --------------------------------------------
 
@@ -128,6 +131,8 @@ class FramedConnection(Protocol):
         if self._held is not None:
             self._held.cancel()
             self._held = None
+        if self._waiting is not None and self.cancel_answers_on_loss:
+            self._waiting.cancel()
         if self._awaiting_budget:
             self._awaiting_budget = False
             self._budget.cancel(self)
@@ -249,7 +254,7 @@ class FramedConnection(Protocol):
             self._busy = True
             # An answer ready at once is written here, and _serve's loop goes on: resuming from
             # inside it would recurse once per pipelined request.
-            self._answering = True
+            self._answering, self._waiting = True, pieces
             pieces.addCallbacks(lambda ready: self._answer_later(request, started, ready), self._answer_failed)
             self._answering = False
             return
@@ -263,7 +268,7 @@ class FramedConnection(Protocol):
     def _answer_later(self, request, started: float, pieces: list | None = None) -> None:
         """Answer a request that waited: a held one (``pieces`` None: handled now) or one
         whose answer was a Deferred (``pieces`` ready)."""
-        self._busy = False
+        self._busy, self._waiting = False, None
         if self._closing:
             close_regions(pieces or ())
             return
@@ -275,6 +280,9 @@ class FramedConnection(Protocol):
             self._resume(False)
 
     def _answer_failed(self, failure) -> None:
+        self._waiting = None
+        if self._closing and failure.check(CancelledError):
+            return  # cancelled by connectionLost: nobody to answer
         log.error("answering a request from %s failed", self._peer(), exc_info=(
             failure.type, failure.value, failure.getTracebackObject()))
         self._busy = False

@@ -30,6 +30,8 @@ class KafkaServerProtocol(FramedConnection):
     Broker): ``request_classes`` (what is decoded), ``handle``, ``hold_fetch`` and
     ``stats.requests``, the port's request figures."""
 
+    cancel_answers_on_loss = True  # handlers/kafka07/replication_requests.py's waits drop on cancel
+
     def __init__(self, table, *, fetch_wait_max_ms: int = 0, clock=None, **options) -> None:
         super().__init__(table.stats.requests, clock=clock, **options)
         self._table = table

@@ -30,12 +30,17 @@ moment must not find the HW moved past it by the time the write lands, or the IS
 a replica that lacks committed messages. A follower that has not fetched since this leader
 took office has no known end, and while one is in the ISR the HW stays where the new leader
 found it. One proposal at a time: what the ZooKeeper write brings back decides the next.
+
+Each move of the HW says how many replicas it counted (``Decision.copies``): an acks=all
+write it passes is acknowledged only if they are at least ``min.insync.replicas``
+(``enough_copies``), else answered NotEnoughReplicasAfterAppend, as Kafka does: the ISR may
+shrink to the leader alone after the append, and the HW then passes the write on one copy.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from twisted_broker.codec.kafka07.replication_errors import NotEnoughReplicas, NotLeaderForPartition
 
@@ -46,6 +51,7 @@ class FollowerPosition:
     caught_up_at_ms: int = 0
     last_fetch_at_ms: int = 0
     leader_end_at_last_fetch: int = -1
+    fetches: int = 0  # recorded so far: a held fetch woken after a newer one is stale
 
 
 @dataclass(frozen=True)
@@ -54,6 +60,10 @@ class Decision:
 
     high_watermark: int | None = None
     propose_isr: tuple[int, ...] | None = None
+    # With a new high watermark: how many replicas (the leader included) it counted, all of
+    # them holding everything below it. Fewer than min.insync.replicas: the acks=all writes
+    # it passes are answered NotEnoughReplicasAfterAppend, not acknowledged.
+    copies: int | None = field(default=None, compare=False)
 
 
 NOTHING = Decision()
@@ -76,6 +86,8 @@ class LeaderPartition:
         self.min_insync_replicas = min_insync_replicas
         self.fenced = False
         self.pending_isr: tuple[int, ...] | None = None
+        # The replicas the high watermark counted when it last moved (Decision.copies).
+        self.copies = len(self.isr)
         # Every follower starts as caught up now: a follower gets a full lag time to fetch
         # before it is dropped, as if it had just caught up when this leader took office.
         self.followers = {b: FollowerPosition(caught_up_at_ms=now_ms, last_fetch_at_ms=now_ms)
@@ -120,7 +132,7 @@ class LeaderPartition:
             raise ValueError(f"broker {replica} is not a follower of this partition ({list(self.replicas)})")
         if not 0 <= offset <= self.log_end:
             raise ValueError(f"follower {replica} fetches from {offset}, past the log end {self.log_end}")
-        position.end = offset
+        position.end, position.fetches = offset, position.fetches + 1
         if offset >= self.log_end:
             position.caught_up_at_ms = now_ms
         elif offset >= position.leader_end_at_last_fetch >= 0:
@@ -189,9 +201,16 @@ class LeaderPartition:
                 ends.append(end)
         candidate = min(ends)
         if candidate > self.high_watermark:
-            self.high_watermark = candidate
-            return Decision(high_watermark=candidate)
+            self.high_watermark, self.copies = candidate, len(ends)
+            return Decision(high_watermark=candidate, copies=len(ends))
         return NOTHING
+
+    def enough_copies(self, copies: int | None = None) -> bool:
+        """Whether an acks=all write the high watermark passed with ``copies`` replicas
+        counted (its last move's by default) may be acknowledged: an acknowledgement of
+        acks=all means at least min.insync.replicas copies (Kafka's
+        NOT_ENOUGH_REPLICAS_AFTER_APPEND otherwise)."""
+        return (self.copies if copies is None else copies) >= self.min_insync_replicas
 
     def follower_lag(self) -> dict[int, int | None]:
         """Bytes each follower is behind the leader's log end (None: not fetched yet)."""

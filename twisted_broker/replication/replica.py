@@ -15,7 +15,7 @@ from enum import Enum
 from twisted.internet.defer import Deferred
 
 from twisted_broker.replication.epochs import LeaderEpochCache
-from twisted_broker.codec.kafka07.replication_errors import RequestTimedOut
+from twisted_broker.codec.kafka07.replication_errors import NotEnoughReplicasAfterAppend, RequestTimedOut
 from twisted_broker.replication.leader import LeaderPartition
 from twisted_broker.registry.replication_paths import PartitionState
 from twisted_broker.storage.checkpoints import read_leader_epochs, write_leader_epochs
@@ -65,22 +65,41 @@ class Replica:
     # -- produce requests waiting for acks=all --------------------------------------------
 
     def wait_for_commit(self, end_offset: int, deadline_ms: int) -> Deferred:
-        """Fires once the high watermark reaches ``end_offset``; ``expire_waiters`` fails it
-        with RequestTimedOut after ``deadline_ms``, ``fail_waiters`` with the leadership's end."""
-        d: Deferred = Deferred()
+        """Fires once the high watermark reaches ``end_offset`` with at least
+        min.insync.replicas copies counted; fails with NotEnoughReplicasAfterAppend if it
+        reaches it with fewer, ``expire_waiters`` with RequestTimedOut after ``deadline_ms``,
+        ``fail_waiters`` with the leadership's end. Cancelling it (the producer's connection
+        went) drops the wait."""
+        waiter: tuple = ()
+        d: Deferred = Deferred(lambda _d: self._drop_waiter(waiter))
         if self.log.end_offset >= end_offset:
-            d.callback(None)
+            self._settle(d, None)
         else:
-            self.ack_waiters.append((end_offset, deadline_ms, d))
+            waiter = (end_offset, deadline_ms, d)
+            self.ack_waiters.append(waiter)
         return d
 
-    def release_waiters(self) -> None:
+    def _drop_waiter(self, waiter: tuple) -> None:
+        if waiter in self.ack_waiters:
+            self.ack_waiters.remove(waiter)
+
+    def release_waiters(self, copies: int | None = None) -> None:
+        """The high watermark moved, counting ``copies`` replicas (the leader's last move's
+        by default): settle the waits it passed."""
         hw = self.log.end_offset
         done = [w for w in self.ack_waiters if w[0] <= hw]
         if done:
             self.ack_waiters = [w for w in self.ack_waiters if w[0] > hw]
             for _end, _deadline, d in done:
-                d.callback(None)
+                self._settle(d, copies)
+
+    def _settle(self, d: Deferred, copies: int | None) -> None:
+        if self.leader is None or self.leader.enough_copies(copies):
+            d.callback(None)
+        else:
+            d.errback(NotEnoughReplicasAfterAppend(
+                f"{self.name}: committed on {self.leader.copies if copies is None else copies} replica(s), "
+                f"min.insync.replicas={self.leader.min_insync_replicas}"))
 
     def expire_waiters(self, now_ms: int) -> None:
         late = [w for w in self.ack_waiters if w[1] <= now_ms]

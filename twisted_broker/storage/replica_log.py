@@ -15,6 +15,7 @@ from collections.abc import Callable
 from twisted_broker.errors import OffsetOutOfRange
 from twisted_broker.storage.log import Log
 from twisted_broker.storage.segment import FileRegion, Segment
+from twisted_broker.storage.verification import entry_length
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +42,14 @@ class ReplicaLog(Log):
 
     def read(self, offset: int, max_size: int) -> FileRegion | None:
         """As Log.read, up to the high watermark; an offset between it and the written end
-        gets None, not OffsetOutOfRange: that data will be committed, or cut."""
+        gets None, not OffsetOutOfRange: that data will be committed, or cut.
+
+        Unlike 0.7's log, an offset that is not the start of an entry gets OffsetOutOfRange,
+        never raw bytes from the middle of one: after a truncation a consumer's offset may
+        fall inside the entries copied since from a new leader."""
+        if self.first_offset <= offset <= self.written_end and not self._entry_starts_at(offset):
+            raise OffsetOutOfRange(f"offset {offset} of {self.name} is not the start of a message "
+                                   f"(cut by a truncation to the leader's log?)")
         if self.high_watermark <= offset <= self.written_end and offset >= self.first_offset:
             if max_size < 0:
                 raise ValueError(f"negative fetch size {max_size}")
@@ -50,7 +58,12 @@ class ReplicaLog(Log):
 
     def read_written(self, offset: int, max_size: int) -> FileRegion | None:
         """Like ``read``, but up to everything written, committed or not: what a leader sends
-        its followers. None at the written end. Raises OffsetOutOfRange or InvalidMessage."""
+        its followers. None at the written end. Raises OffsetOutOfRange or InvalidMessage.
+
+        The region holds at least the first whole entry, whatever ``max_size`` (as Kafka's
+        fetches do since KIP-74): a stored batch with its values deflated beside it can be
+        larger than any follower's fetch size, and a follower given part of an entry can only
+        ask again, forever, while it drops out of the ISR."""
         if self._pending:
             self._reap()
         index = bisect_right(self._starts, offset) - 1
@@ -62,7 +75,21 @@ class ReplicaLog(Log):
                 return None
             index += 1  # an empty segment left by a cut: its successor starts at the same offset
             segment = self._segments[index]
-        return segment.region(offset - segment.start, max_size, written=True)
+        position = offset - segment.start
+        length = entry_length(segment.fileno(), position) if max_size > 0 else None
+        if length is not None and max_size < 4 + length <= segment.size - position:
+            max_size = 4 + length
+        return segment.region(position, max_size, written=True)
+
+    def _entry_starts_at(self, offset: int) -> bool:
+        if self._pending:
+            self._reap()
+        index = bisect_right(self._starts, offset) - 1
+        segment = self._segments[index]
+        while offset - segment.start >= segment.size and index < len(self._segments) - 1:
+            index += 1  # an empty segment left by a cut: its successor starts at the same offset
+            segment = self._segments[index]
+        return segment.entry_starts_at(offset - segment.start)
 
     def publish_to(self, offset: int) -> None:
         """Let readers see up to ``offset`` (a message boundary, at most the written end);

@@ -203,13 +203,11 @@ class Segment:
                 self._index.append(size)  # appends end on boundaries: a caught-up reader's next offset
 
     def hide_from(self, size: int) -> None:
-        """Readers may see no more than ``size`` bytes: a log that starts publishing a high
-        watermark below what it holds (replication, on opening a replica's log)."""
+        """Readers may see no more than ``size`` bytes (a replica's log opened: its high watermark)."""
         self.visible_size = min(self.visible_size, size)
 
     def truncate(self, size: int) -> None:
-        """Cut the file to ``size`` bytes (a message boundary); used by recovery and by a
-        replica's truncation to its leader's log."""
+        """Cut the file to ``size`` bytes (a boundary): recovery, a replica's truncation."""
         os.ftruncate(self._fd, size)
         os.fsync(self._fd)
         self.size = self.flushed_size = self.visible_size = size
@@ -226,10 +224,9 @@ class Segment:
         ``max_bytes`` (0.7's behaviour): the client then sees an incomplete first message and
         reports that its fetch size is too small, instead of polling an empty answer forever.
 
-        Bytes not yet known to be valid are CRC-checked first; the region ends before a
-        damaged message, and InvalidMessage is raised if it would start with one.
-        ``written``: up to what is written, visible or not (a leader serving its followers).
-        """
+        Bytes not yet known to be valid are CRC-checked first; the region ends before a damaged
+        message, and InvalidMessage is raised if it would start with one. ``written``: up to
+        what is written, visible or not (a leader serving its followers)."""
         if position in self.damaged_messages:
             raise self._damage_error(position)
         available = self.size if written else self.visible_size
@@ -328,9 +325,20 @@ class Segment:
             index[slot:slot] = array("q", found)
         return end
 
+    def entry_starts_at(self, position: int) -> bool:
+        """Whether a written entry starts at ``position``: walked from the known boundary before
+        it, or, that far in a loaded file, an entry whose CRC matches (as reads trust one)."""
+        index = self._index
+        known = index[bisect_right(index, position) - 1]
+        if known == position or position >= self.size or position - known > 16 * WALK_WINDOW_BYTES:
+            return position in (known, self.size) or self._starts_message(position, self.size)
+        found, end = self._walk(known, position)
+        slot = bisect_right(index, known)
+        index[slot:slot] = array("q", found)
+        return end == position
+
     def _starts_message(self, position: int, limit: int) -> bool:
-        # A fetch offset that is not a known boundary is trusted only if the entry there has a
-        # plausible length and a matching CRC; a misaligned offset almost never passes both.
+        # Trusted only with a plausible length and a matching CRC: a misaligned offset almost never has both.
         header = os.pread(self._fd, 4, position)
         if len(header) < 4:
             return False

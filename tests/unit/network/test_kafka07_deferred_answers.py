@@ -55,3 +55,14 @@ def test_a_waiting_answer_holds_the_next_one_back_until_it_is_written():
     assert transport.value() == answer("a") and list(waiting) == ["a", "b"]
     waiting["b"].callback([answer("b")])
     assert transport.value() == answer("a") + answer("b")
+
+
+def test_a_waiting_answer_is_cancelled_when_its_connection_goes(caplog):
+    # issue 22, defect 7: a follower's held fetch must not wake for a connection that is gone
+    cancelled = []
+    waiting: dict[str, Deferred] = {}
+    transport, protocol = connect(lambda topic: waiting.setdefault(topic, Deferred(cancelled.append)))
+    protocol.dataReceived(encode_replication_request(MetadataRequest(("a",))))
+    protocol.connectionLost(None)
+    assert cancelled == [waiting["a"]] and transport.value() == b""
+    assert not [r for r in caplog.records if r.levelname == "ERROR"]

@@ -1,6 +1,7 @@
 """A replica's log: readers see up to the high watermark replication publishes, flushed or
 not; the tail past it can be cut to match the leader (docs/replication.md §3, §6)."""
 
+import os
 from pathlib import Path
 
 import pytest
@@ -147,3 +148,68 @@ def test_a_follower_behind_its_leaders_start_restarts_empty_there(make_replica_l
     log.append(batch([b"cd"]))
     log.publish_to(512)
     assert read_all(log, 100) == [(500, b"cd")]
+
+
+def test_a_read_for_followers_holds_at_least_the_first_whole_entry_whatever_its_size(make_replica_log, batch):
+    # issue 22, defect 3 (KIP-74): part of an entry is of no use to a follower
+    log = make_replica_log(flush_interval_messages=1000)
+    log.append(batch([b"x" * 5000]))
+    log.append(batch([b"y"]))
+    first = log.written_end - 11
+    with log.read_written(0, 1000) as region:
+        assert (region.position, region.length) == (0, first)  # one whole entry, not 1000 bytes
+    with log.read_written(0, first + 5) as region:
+        assert region.length == first  # whole entries only, as before
+    with log.read_written(first, 1) as region:
+        assert region.length == 11
+
+
+def test_after_a_truncation_an_offset_inside_the_new_entries_or_past_the_end_is_out_of_range(
+        make_replica_log, batch, read_all):
+    # issue 22, defect 8: a consumer read [0, 24) and [24, 36) before the cut at 12; the new
+    # leader's entries since then start at 12 and 42: 24 and 36 fall inside them
+    log = make_replica_log(flush_interval_messages=1000)
+    for payload in (b"ab", b"cd", b"ef"):
+        log.append(batch([payload]))
+    log.publish_to(36)
+    log.truncate_to(12)
+    with pytest.raises(OffsetOutOfRange):
+        log.read(24, 100)  # past the end
+    log.append(batch([b"x" * 20]))
+    log.append(batch([b"y" * 20]))
+    log.publish_to(log.written_end)
+    for inside in (24, 36):
+        with pytest.raises(OffsetOutOfRange):
+            log.read(inside, 100)
+    assert read_all(log, 100) == [(0, b"ab"), (12, b"x" * 20), (42, b"y" * 20)]
+    with pytest.raises(OffsetOutOfRange):
+        log.read(log.written_end + 1, 100)
+
+
+def test_a_loaded_replica_log_knows_its_entry_boundaries(make_replica_log, batch):
+    log = make_replica_log(flush_interval_messages=1)
+    for payload in (b"a" * 3000, b"b" * 3000, b"c"):
+        log.append(batch([payload]))
+    log.publish_to(log.written_end)
+    segment = log.segments[-1]
+    # as a broker's next run finds it: only the segment's start and end known
+    segment._index[:] = type(segment._index)("q", [0, segment.size])
+    with pytest.raises(OffsetOutOfRange):
+        log.read(3005, 100)
+    with log.read(3010, 10_000) as region:
+        assert region.length == 3010 + 11
+
+
+def test_far_into_a_loaded_replica_log_an_entry_start_is_known_by_its_crc(make_replica_log, batch):
+    log = make_replica_log(flush_interval_messages=1)
+    payloads = [os.urandom(4000) for _ in range(300)]  # 1.2 MB: too far to walk from the start
+    for payload in payloads:
+        log.append(batch([payload]))
+    log.publish_to(log.written_end)
+    segment = log.segments[-1]
+    segment._index[:] = type(segment._index)("q", [0, segment.size])
+    entry = len(encode_message_set([payloads[0]]))
+    with pytest.raises(OffsetOutOfRange):
+        log.read(290 * entry + 7, 100_000)
+    with log.read(290 * entry, entry) as region:
+        assert region.read() == encode_message_set([payloads[290]])

@@ -56,23 +56,41 @@ class ReplicationRequests:
     # -- follower fetches -------------------------------------------------------------------
 
     def replica_fetch(self, request: ReplicaFetchRequest) -> list | Deferred:
+        """The answer, or a Deferred of it while nothing is new (woken by appends).
+
+        A held fetch records the follower's position again when woken, so it must not wake
+        for a follower that has moved on: its connection closed (the connection cancels the
+        Deferred: the wait is dropped, no position touched), or died unseen while the follower
+        fetched through a new one (a fetch of the follower was recorded since this one: it
+        gets an empty answer, nobody reads it). Recording the old offset would drop a healthy
+        follower from the ISR: it looks as if it fetched from below the high watermark."""
         pieces, found = self._replica_fetch_pieces(request)
         if found or request.max_wait_ms <= 0:
             return pieces
-        for piece in pieces:
-            if isinstance(piece, FileRegion):
-                piece.close()
-        waiting: Deferred = Deferred()
+        _close_regions(pieces)
+        seen = self._fetch_counts(request)
+
+        def dropped(_waiting) -> None:
+            if timer.active():
+                timer.cancel()
+            if wake in self.manager.fetch_waiters:
+                self.manager.fetch_waiters.remove(wake)
+
+        waiting: Deferred = Deferred(dropped)
         timer = self.clock.callLater(request.max_wait_ms / 1000, lambda: wake())
 
         def wake() -> None:
+            nonlocal seen
             if waiting.called:
                 return
+            if self._fetch_counts(request) != seen:
+                dropped(waiting)
+                waiting.callback(self._empty_answer(request))
+                return
             pieces, found = self._replica_fetch_pieces(request)
+            seen = self._fetch_counts(request)
             if not found and timer.active():  # another partition's append: wait on
-                for piece in pieces:
-                    if isinstance(piece, FileRegion):
-                        piece.close()
+                _close_regions(pieces)
                 self.manager.fetch_waiters.append(wake)
                 return
             if timer.active():
@@ -81,6 +99,25 @@ class ReplicationRequests:
 
         self.manager.fetch_waiters.append(wake)
         return waiting
+
+    def _fetch_counts(self, request: ReplicaFetchRequest) -> list:
+        """How many fetches of the follower each asked partition's leader has recorded."""
+        counts = []
+        for part in request.partitions:
+            replica = self.manager.replicas.get((part.topic, part.partition))
+            leader = replica.leader if replica is not None else None
+            position = leader.followers.get(request.replica_id) if leader is not None else None
+            counts.append(position.fetches if position is not None else None)
+        return counts
+
+    def _empty_answer(self, request: ReplicaFetchRequest) -> list:
+        """No data and no error for any partition (its ends as they are); no position recorded."""
+        headers = []
+        for part in request.partitions:
+            replica = self.manager.replicas.get((part.topic, part.partition))
+            ends = (replica.log.end_offset, replica.log.written_end) if replica is not None else (-1, -1)
+            headers.append(encode_replica_fetch_part_header(NO_ERROR, *ends, [], 0))
+        return [encode_response_header(NO_ERROR, sum(map(len, headers))), *headers]
 
     def _replica_fetch_pieces(self, request: ReplicaFetchRequest) -> tuple[list, bool]:
         parts: list = []
@@ -196,8 +233,15 @@ class ReplicationRequests:
 
     # -- metadata -------------------------------------------------------------------------
 
+    def metadata(self, request: MetadataRequest) -> Deferred:
+        """A Deferred of ``_metadata``'s answer; cancelling it (the connection went) lets the
+        work (a topic's creation in ZooKeeper) finish, unanswered."""
+        answer: Deferred = Deferred(lambda _: None)
+        self._metadata(request).addBoth(lambda result: None if answer.called else answer.callback(result))
+        return answer
+
     @inlineCallbacks
-    def metadata(self, request: MetadataRequest) -> list:
+    def _metadata(self, request: MetadataRequest) -> list:
         """Leaders, replicas and ISR of each topic asked (every replicated one if none), and
         the live brokers. With default.replication.factor > 1, an unknown topic is created
         first. A topic's error: 3 for a 0.7 topic (or an unknown one when topics are created
@@ -257,3 +301,9 @@ class ReplicationRequests:
                 return UnknownError.code
             yield deferLater(self.clock, CREATION_RETRY_S, lambda: None)
             waited += CREATION_RETRY_S
+
+
+def _close_regions(pieces: list) -> None:
+    for piece in pieces:
+        if isinstance(piece, FileRegion):
+            piece.close()
