@@ -234,7 +234,7 @@ class ReplicaManager(FollowerRequests):
     def _apply(self, replica: Replica, decision: Decision) -> None:
         if decision.high_watermark is not None:
             replica.log.publish_to(decision.high_watermark)
-            replica.release_waiters()
+            replica.release_waiters(decision.copies)
         if decision.propose_isr is not None:
             self._write_isr(replica, decision.propose_isr)
 
