@@ -21,7 +21,9 @@ preferred election          first replica, if live and in the ISR and not leadin
 ISR member restarted        (registered anew since the state was written: its log may lack the
                             tail its previous run had not flushed, KIP-380) never a candidate
                             and out of the ISR; as leader: re-elected, epoch + 1, leading on
-                            itself only if no other ISR member is live
+                            itself only if no other ISR member is live. An offline state's
+                            ISR holds no such member (dropped when it went offline): one
+                            registered since came back after, and may lead
 log failed on a broker      the controller passes ``live`` without the brokers that list the
                             partition offline: elected away, out of the ISR, never elected
 ==========================  ==================================================================
@@ -63,6 +65,10 @@ def elect_leader(state: PartitionState, replicas: Sequence[int], *, live: Collec
     """
     if state.leader in live and state.leader not in leaving and state.leader not in restarted:
         return None
+    if not state.online:
+        # Its ISR was written when it went offline, without the members restarted before:
+        # one registered since came back after, the first of them leads (as in Kafka).
+        restarted = ()
     candidates = [b for b in replicas if b in state.isr and b in live and b not in leaving and b not in restarted]
     if candidates:
         leader = _fewest_leaderships(candidates, leader_counts)
@@ -79,11 +85,11 @@ def elect_leader(state: PartitionState, replicas: Sequence[int], *, live: Collec
             return PartitionState(leader, state.leader_epoch + 1, (leader,), controller_epoch)
     if state.leader in live and state.leader in leaving:
         return None  # leaving, but nobody can take over: it keeps leading until it stops
+    if not state.online:
+        return None
     # The ISR stays as it was but for its restarted members: the others hold every committed
     # message, so the first of them to come back may lead again without losing any.
     kept = tuple(b for b in state.isr if b not in restarted) or state.isr
-    if not state.online:
-        return None if kept == state.isr else replace(state, isr=kept, controller_epoch=controller_epoch)
     return replace(state, leader=NO_LEADER, leader_epoch=state.leader_epoch + 1, isr=kept,
                    controller_epoch=controller_epoch)
 
