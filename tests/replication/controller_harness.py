@@ -7,6 +7,7 @@ are one ZooKeeper write each and the test takes seconds."""
 
 from __future__ import annotations
 
+import socket
 import time
 
 import pytest
@@ -15,6 +16,7 @@ from twisted.internet import reactor
 from twisted.internet.defer import inlineCallbacks
 from twisted.internet.task import deferLater
 
+from tests.support.faults.tcp_proxy import BlackholeProxy
 from twisted_broker.registry import paths as registry_paths
 from twisted_broker.registry import replication_paths as paths
 from twisted_broker.registry.replication_paths import PartitionState, TopicAssignment
@@ -113,13 +115,38 @@ def settle(seconds: float):
     return deferLater(reactor, seconds, lambda: None)
 
 
+class ResettableProxy(BlackholeProxy):
+    """The fault proxy, plus ``reset``: every proxied connection closed at once (a dropped
+    connection the client sees immediately; it reconnects through the proxy, same session)."""
+
+    def reset(self) -> None:
+        with self._lock:
+            sockets, self._sockets = self._sockets, []
+        for sock in sockets:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            sock.close()
+
+
+@pytest.fixture
+def zk_proxy(zk_connect):
+    """(proxy, connect string through it to the test's chroot)."""
+    hosts, chroot = zk_connect.split("/", 1)
+    host, port = hosts.split(",")[0].rsplit(":", 1)
+    proxy = ResettableProxy((host, int(port)))
+    yield proxy, f"{proxy.connect_string}/{chroot}"
+    proxy.close()
+
+
 @pytest.fixture
 def controllers(zk_connect):
     """Start InProcessControllers with ``yield controllers(broker_id, ...)``; all stopped at the end."""
     started: list[InProcessController] = []
 
-    def start(broker_id: int, **options):
-        node = InProcessController(broker_id, zk_connect)
+    def start(broker_id: int, connect: str | None = None, **options):
+        node = InProcessController(broker_id, connect or zk_connect)
         started.append(node)
         return node.start(**options)
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest_twisted
 
-from tests.replication.controller_harness import (  # noqa: F401 (fixture)
-    controllers, create_topic, read_assignment, read_state, register, reregister, settle, wait_until, write_state,
+from tests.replication.controller_harness import (  # noqa: F401 (fixtures)
+    controllers, zk_proxy, create_topic, read_assignment, read_state, register, reregister, settle, wait_until, write_state,
 )
 from twisted_broker.registry import replication_paths as paths
 from twisted_broker.registry.replication_paths import PartitionMove, PartitionState
@@ -159,3 +159,21 @@ def test_a_subscriber_raising_for_one_partition_stops_nothing_else(zk, controlle
     yield wait_until(lambda: node.controller.active, "the controller to campaign")
     assert ("loud", 1) in seen and resynced
     assert node.cluster.callback_errors >= 1
+
+
+@pytest_twisted.inlineCallbacks
+def test_after_a_dropped_connection_the_controller_still_answers_admin_requests(zk, controllers, zk_proxy):
+    proxy, through_proxy = zk_proxy
+    for broker_id in (1, 2):
+        register(zk, broker_id)
+    node = yield controllers(0, connect=through_proxy)
+    yield wait_until(lambda: node.controller.active, "broker 0 to control")
+    # kazoo forgets every watch when the connection drops (the session lives on): the
+    # controller must set its watches again, the admin requests' too.
+    proxy.reset()
+    yield wait_until(lambda: not node.zk.connected, "the connection to drop")
+    yield wait_until(lambda: node.zk.connected and node.controller.active, "the controller back")
+    yield settle(0.5)
+    zk.create(paths.shutdown_path(2), b"{}", ephemeral=True, makepath=True)
+    yield wait_until(lambda: zk.get(paths.shutdown_path(2))[0] == b"done", "the controlled shutdown answered",
+                     timeout_s=5)
