@@ -9,7 +9,8 @@ from __future__ import annotations
 import pytest_twisted
 
 from tests.replication.controller_harness import (  # noqa: F401 (fixtures)
-    controllers, zk_proxy, create_topic, read_assignment, read_state, register, reregister, settle, wait_until, write_state,
+    controllers, create_topic, read_assignment, read_state, register, reregister, settle, wait_until, write_state,
+    zk_proxy,
 )
 from twisted_broker.registry import replication_paths as paths
 from twisted_broker.registry.replication_paths import PartitionMove, PartitionState

@@ -217,8 +217,8 @@ class Controller:
 
     def _reconciled(self, result) -> None:
         self._reconciling = False
-        if hasattr(result, "getTraceback"):
-            log.error("reconciling failed: %s", result.getTraceback())
+        if hasattr(result, "getErrorMessage"):  # ZooKeeper went: a reconnection reconciles again
+            log.warning("reconciling failed: %s", result.getErrorMessage())
         if self._again:
             self._again = False
             self.reconcile()

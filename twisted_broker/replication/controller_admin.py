@@ -130,8 +130,9 @@ class ControllerAdmin:
         for (topic, partition), (state, _v) in sorted(self._cluster.states.items()):
             if wanted and (topic, partition) not in wanted:
                 continue
-            new = preferred_leader(state, self._cluster.replicas(topic, partition),
-                                   live=live - self._cluster.offline_for(topic, partition),
+            # Not to a broker whose log failed there, nor to one restarted since it was in sync.
+            unfit = self._cluster.offline_for(topic, partition) | self._cluster.registered_since_state(topic, partition)
+            new = preferred_leader(state, self._cluster.replicas(topic, partition), live=live - unfit,
                                    controller_epoch=self._controller.epoch)
             if new is not None:
                 log.info("%s-%d: preferred leader %d takes over (epoch %d)", topic, partition, new.leader,

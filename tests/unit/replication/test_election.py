@@ -146,7 +146,8 @@ def test_next_state_of_a_restarted_lone_leader_bumps_the_epoch_and_drops_its_dea
 
 
 def test_a_new_partition_gets_its_first_state_from_next_state():
-    assert next_state(None, REPLICAS, live={1, 2}, leader_counts={}, controller_epoch=3) == PartitionState(1, 0, (1, 2), 3)
+    first = next_state(None, REPLICAS, live={1, 2}, leader_counts={}, controller_epoch=3)
+    assert first == PartitionState(1, 0, (1, 2), 3)
 
 
 # -- a failed log (KIP-112): the controller passes ``live`` without the brokers listing it ----
