@@ -4,7 +4,8 @@ replica (issue 22, defect 5; Kafka's broker epoch, KIP-380), on three real broke
 The leader, which is also the controller, is paused (SIGSTOP): nobody can take the restarted
 follower out of the ISR. The follower is killed, loses everything it had not flushed (its
 copy of the partition is gone, as after a power cut with nothing fsynced), and comes back at
-once. Then the leader dies. The next controller finds both followers live and in the ISR, the
+once (its next run was started beforehand on the same log dir and waits for its broker
+id). Then the leader dies. The next controller finds both followers live and in the ISR, the
 restarted one first in the assignment and leading nothing: only its registration's epoch (a
 czxid newer than the state) tells it lacks what was acknowledged. The complete follower must
 be elected, and every acknowledged acks=all record is still there."""
@@ -13,8 +14,10 @@ from __future__ import annotations
 
 import shutil
 import signal
+import threading
 from pathlib import Path
 
+from tests.support.brokers import BrokerProcess
 from tests.support.replicated_cluster import committed, produce_all
 from twisted_broker.registry import paths as registry_paths
 from twisted_broker.registry import replication_paths as paths
@@ -40,7 +43,10 @@ def test_a_restarted_follower_that_lost_its_tail_is_not_elected_over_a_complete_
     cluster = replicated_cluster
     # Nothing is fsynced during the test: a killed broker whose files go loses its whole copy.
     cluster.properties.update({"log.flush.interval": "1000000", "log.default.flush.interval.ms": "600000",
-                               "log.default.flush.scheduler.interval.ms": "600000", "num.partitions": "1"})
+                               "log.default.flush.scheduler.interval.ms": "600000", "num.partitions": "1",
+                               # the longest session the test ZooKeeper allows (20 ticks): the
+                               # paused leader's outlasts the follower's restart with room to spare
+                               "zk.sessiontimeout.ms": "4000"})
     cluster.start_all()
     cluster.wait_for(lambda: cluster.controller() is not None, what="a controller")
     controller = cluster.controller()
@@ -59,19 +65,33 @@ def test_a_restarted_follower_that_lost_its_tail_is_not_elected_over_a_complete_
     produce_all(cluster, TOPIC, 0, payloads, via=controller)
     assert state(cluster).leader == controller
 
+    # The follower's next run is started beside it on the same log dir, whose copy of the
+    # partition is gone (nothing was fsynced: what a power cut leaves), and waits for its
+    # broker id; the restart itself is then one quick step, whatever a loaded machine makes
+    # of a process start.
+    follower = cluster.brokers[restarted]
+    shutil.rmtree(Path(follower.log_dir) / f"{TOPIC}-0")
+    again = BrokerProcess(cluster.root / f"broker-{restarted}-again", broker_id=restarted,
+                          zk_connect=cluster.zk_connect, properties={**cluster.properties,
+                                                                     "log.dir": str(follower.log_dir)})
+    starting = threading.Thread(target=again.start, kwargs={"timeout_s": 60}, daemon=True)
+    starting.start()
+    waiting = "Zookeeper connection established"  # kazoo's line, just before the registration
+    cluster.wait_for(lambda: again.process is not None and waiting in again.log_tail(1 << 20),
+                     what="the follower's next run to wait for its broker id", timeout_s=30)
     leader = cluster.brokers[controller]
-    leader.process.send_signal(signal.SIGSTOP)
+    leader.process.send_signal(signal.SIGSTOP)  # leader and controller: nobody can shrink the ISR
     try:
-        follower = cluster.brokers[restarted]
         follower.kill()
-        shutil.rmtree(Path(follower.log_dir) / f"{TOPIC}-0")  # the unflushed copy, lost
         client = cluster.zk_client()
-        try:  # its old session's registration, gone as if it had expired: it registers at once
+        try:  # its session's registration goes as at that session's expiry: the next run registers
             client.delete(registry_paths.broker_id_path(restarted))
         finally:
             client.stop()
             client.close()
-        cluster.start(restarted)
+        starting.join(30)
+        assert again.port is not None, again.log_tail()
+        cluster.brokers[restarted] = again
         assert restarted in state(cluster).isr, "nothing could take it out of the ISR while the leader is paused"
     finally:
         leader.kill()  # dead: the controller and the leader go with its session
