@@ -199,8 +199,10 @@ class ZkMirror:
             if child_template is _UNWANTED:
                 continue
             child = f"{path}/{name}"
-            if name in known and not deep and child in self._wanted:
+            if name in known and not deep and child in self._wanted and self._watched(child, child_template):
                 continue  # its own watches cover it
+            # (a known child whose watch is not set was deleted and created again between its
+            # event and this listing: its read after the event found nothing and set none)
             self._wanted[child] = child_template
             if child_template is LEAF:
                 self._read_data(child)
@@ -208,6 +210,12 @@ class ZkMirror:
                 if SELF in child_template:
                     self._read_data(child)
                 self._read_children(child, deep=deep)
+
+    def _watched(self, path: str, template) -> bool:
+        """Whether ``path``'s own watches are set (its data's, its children's, as its template wants)."""
+        if template is LEAF:
+            return path in self._armed_data
+        return path in self._armed_children and (SELF not in template or path in self._armed_data)
 
     def _children_failed(self, failure, path: str) -> None:
         self._armed_children.discard(path)  # kazoo sets no watch on a failed read

@@ -69,6 +69,13 @@ class ZooKeeper:
     def connected(self) -> bool:
         return self.client.connected
 
+    @property
+    def session_id(self) -> int | None:
+        """This client's session id (what ZooKeeper puts in the ``ephemeralOwner`` of the
+        ephemeral nodes it creates), None before the first connection."""
+        client_id = self.client.client_id
+        return client_id[0] if client_id else None
+
     def add_state_listener(self, listener: Callable[[KazooState], object]) -> None:
         """Call ``listener(state)`` on the reactor thread at each connection state change."""
         self._state_listeners.append(listener)

@@ -18,6 +18,14 @@ no such ISR member          unclean off: offline (leader -1), ISR unchanged (its
 offline, an ISR member back that member leads, epoch + 1
 follower gone               ISR without it (never below the leader alone), epoch unchanged
 preferred election          first replica, if live and in the ISR and not leading: epoch + 1
+ISR member restarted        (registered anew since the state was written: its log may lack the
+                            tail its previous run had not flushed, KIP-380) never a candidate
+                            and out of the ISR; as leader: re-elected, epoch + 1, leading on
+                            itself only if no other ISR member is live. An offline state's
+                            ISR holds no such member (dropped when it went offline): one
+                            registered since came back after, and may lead
+log failed on a broker      the controller passes ``live`` without the brokers that list the
+                            partition offline: elected away, out of the ISR, never elected
 ==========================  ==================================================================
 
 Each function returns ``None`` when the state need not change, so a controller that re-runs
@@ -47,20 +55,29 @@ def _fewest_leaderships(candidates: Sequence[int], leader_counts: Mapping[int, i
 
 def elect_leader(state: PartitionState, replicas: Sequence[int], *, live: Collection[int],
                  leader_counts: Mapping[int, int], controller_epoch: int, unclean: bool = False,
-                 leaving: Collection[int] = ()) -> PartitionState | None:
-    """The state after the current leader is gone (not in ``live``) or ``leaving`` (controlled
-    shutdown); also brings back an offline partition. None when the leader may stay.
+                 leaving: Collection[int] = (), restarted: Collection[int] = ()) -> PartitionState | None:
+    """The state after the current leader is gone (not in ``live``), ``leaving`` (controlled
+    shutdown) or ``restarted`` (registered anew since this state was written); also brings
+    back an offline partition. None when the leader may stay.
 
-    Candidates are ISR members that are live, assigned, and not leaving; ``leader_counts``
-    is how many partitions each broker leads now.
+    Candidates are ISR members that are live, assigned, not leaving and not restarted;
+    ``leader_counts`` is how many partitions each broker leads now.
     """
-    if state.leader in live and state.leader not in leaving:
+    if state.leader in live and state.leader not in leaving and state.leader not in restarted:
         return None
-    candidates = [b for b in replicas if b in state.isr and b in live and b not in leaving]
+    if not state.online:
+        # Its ISR was written when it went offline, without the members restarted before:
+        # one registered since came back after, the first of them leads (as in Kafka).
+        restarted = ()
+    candidates = [b for b in replicas if b in state.isr and b in live and b not in leaving and b not in restarted]
     if candidates:
         leader = _fewest_leaderships(candidates, leader_counts)
-        new_isr = tuple(b for b in state.isr if b in live and b not in leaving)
+        new_isr = tuple(b for b in state.isr if b in live and b not in leaving and b not in restarted)
         return PartitionState(leader, state.leader_epoch + 1, new_isr, controller_epoch)
+    if state.online and state.leader in live and state.leader in restarted and state.leader not in leaving:
+        # No other in-sync replica lives: it leads on, at a new epoch that fences what its
+        # previous run may have answered (its followers' ISR places are the caller's).
+        return replace(state, leader_epoch=state.leader_epoch + 1, controller_epoch=controller_epoch)
     if unclean:
         outside = [b for b in replicas if b in live and b not in leaving]
         if outside:
@@ -70,9 +87,26 @@ def elect_leader(state: PartitionState, replicas: Sequence[int], *, live: Collec
         return None  # leaving, but nobody can take over: it keeps leading until it stops
     if not state.online:
         return None
-    # The ISR stays as it was: its members hold every committed message, so the first of them
-    # to come back may lead again without losing any.
-    return replace(state, leader=NO_LEADER, leader_epoch=state.leader_epoch + 1, controller_epoch=controller_epoch)
+    # The ISR stays as it was but for its restarted members: the others hold every committed
+    # message, so the first of them to come back may lead again without losing any.
+    kept = tuple(b for b in state.isr if b not in restarted) or state.isr
+    return replace(state, leader=NO_LEADER, leader_epoch=state.leader_epoch + 1, isr=kept,
+                   controller_epoch=controller_epoch)
+
+
+def next_state(state: PartitionState | None, replicas: Sequence[int], *, live: Collection[int],
+               leader_counts: Mapping[int, int], controller_epoch: int, unclean: bool = False,
+               leaving: Collection[int] = (), restarted: Collection[int] = ()) -> PartitionState | None:
+    """Everything the controller changes in one partition: its first state, or an election
+    (elect_leader) and then the ISR without the followers that are gone (not in ``live``),
+    ``leaving``, or ``restarted``. None when nothing changes."""
+    if state is None:
+        return initial_state(replicas, live, controller_epoch=controller_epoch)
+    new = elect_leader(state, replicas, live=live, leader_counts=leader_counts, controller_epoch=controller_epoch,
+                       unclean=unclean, leaving=leaving, restarted=restarted) or state
+    for follower in [b for b in new.isr if b not in live or b in leaving or b in restarted]:
+        new = remove_from_isr(new, follower, controller_epoch=controller_epoch) or new
+    return None if new == state else new
 
 
 def remove_from_isr(state: PartitionState, broker_id: int, *, controller_epoch: int) -> PartitionState | None:

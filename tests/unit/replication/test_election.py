@@ -100,3 +100,66 @@ def test_preferred_election_only_moves_to_a_live_in_sync_first_replica():
 def test_leader_counts_skip_offline_partitions():
     states = {("t", p): s for p, s in enumerate([state(0, (0,)), state(0, (0, 1)), state(NO_LEADER, (1,))])}
     assert leader_counts(states) == {0: 2}
+
+
+# -- broker epochs (KIP-380): a replica registered anew since the state was written --------
+
+from twisted_broker.replication.election import next_state  # noqa: E402
+
+
+def test_a_restarted_in_sync_follower_is_not_a_candidate_while_an_unrestarted_one_lives():
+    # Broker 1 leads nothing and comes first in the assignment: without the rule it would win.
+    new = elect_leader(state(2, (2, 1, 0)), (2, 1, 0), live={0, 1}, leader_counts={0: 3}, controller_epoch=2,
+                       restarted={1})
+    assert new == PartitionState(0, 5, (0,), 2)
+
+
+def test_with_only_restarted_followers_left_the_partition_goes_offline_without_them():
+    new = elect_leader(state(2, (2, 1)), (2, 1, 0), live={0, 1}, leader_counts={}, controller_epoch=2,
+                       restarted={1})
+    assert new == PartitionState(NO_LEADER, 5, (2,), 2)
+    # Once offline, its ISR holds those in sync when it went offline: one registered since
+    # came back after that, and leads (a cluster restarted whole comes back this way).
+    assert elect_leader(PartitionState(NO_LEADER, 5, (2,), 1), (2, 1, 0), live={1, 2}, leader_counts={},
+                        controller_epoch=2, restarted={2}) == PartitionState(2, 6, (2,), 2)
+
+
+def test_a_restarted_leader_is_re_elected_and_leads_on_only_when_no_other_isr_member_lives():
+    moved = elect_leader(state(0, (0, 1)), REPLICAS, live={0, 1}, leader_counts={}, controller_epoch=2, restarted={0})
+    assert moved == PartitionState(1, 5, (1,), 2)
+    alone = elect_leader(state(0, (0, 1)), REPLICAS, live={0}, leader_counts={}, controller_epoch=2, restarted={0})
+    assert alone == PartitionState(0, 5, (0, 1), 2)  # a new epoch; the dead follower is next_state's
+
+
+def test_next_state_drops_restarted_gone_and_leaving_followers_and_keeps_the_leader_and_epoch():
+    new = next_state(state(0, (0, 1, 2)), REPLICAS, live={0, 1, 2}, leader_counts={}, controller_epoch=2,
+                     restarted={1})
+    assert new == PartitionState(0, 4, (0, 2), 2)
+    assert next_state(state(0, (0, 1, 2)), REPLICAS, live={0, 2}, leader_counts={}, controller_epoch=2,
+                      leaving={2}) == PartitionState(0, 4, (0,), 2)
+    assert next_state(state(0, (0, 1, 2)), REPLICAS, live={0, 1, 2}, leader_counts={}, controller_epoch=2) is None
+
+
+def test_next_state_of_a_restarted_lone_leader_bumps_the_epoch_and_drops_its_dead_follower():
+    assert next_state(state(0, (0, 1)), REPLICAS, live={0}, leader_counts={}, controller_epoch=2,
+                      restarted={0}) == PartitionState(0, 5, (0,), 2)
+
+
+def test_a_new_partition_gets_its_first_state_from_next_state():
+    first = next_state(None, REPLICAS, live={1, 2}, leader_counts={}, controller_epoch=3)
+    assert first == PartitionState(1, 0, (1, 2), 3)
+
+
+# -- a failed log (KIP-112): the controller passes ``live`` without the brokers listing it ----
+
+def test_a_leader_whose_log_failed_is_replaced_and_leaves_the_isr():
+    # Broker 0 is alive but lists this partition offline: it is not live *for this partition*.
+    new = next_state(state(0, (0, 1, 2)), REPLICAS, live={1, 2}, leader_counts={1: 1}, controller_epoch=2)
+    assert new == PartitionState(2, 5, (1, 2), 2)
+
+
+def test_a_failed_log_alone_in_the_isr_takes_the_partition_offline_and_is_never_elected_unclean():
+    offline = next_state(state(0, (0,)), REPLICAS, live={1}, leader_counts={}, controller_epoch=2)
+    assert offline == PartitionState(NO_LEADER, 5, (0,), 2)
+    unclean = next_state(state(0, (0,)), REPLICAS, live={1}, leader_counts={}, controller_epoch=2, unclean=True)
+    assert unclean == PartitionState(1, 5, (1,), 2)

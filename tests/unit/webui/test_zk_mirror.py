@@ -232,3 +232,26 @@ def test_unparsable_values_are_shown_as_such():
     assert state.consumers["bad_c"].subscription is None and state.consumers["bad_c"].error
     assert state.offsets == {"t": {"0-0": None}}
     assert list(cache.brokers()) == [0]
+
+
+def test_a_leaf_deleted_and_created_again_between_its_event_and_its_parents_listing_is_read():
+    # The controller's session ends; ZooKeeper fires the node's data watch, then its parent's
+    # child watch, and the next controller's node lands between the mirror's two reads: the
+    # read after the data event finds nothing (and sets no watch), the listing still names
+    # the node. It must be read again, or the console shows no controller until the next
+    # change (CI: "timed out after 20.0 s waiting for a live controller").
+    zk = registry()
+    zk.create("/replication/controller", b'{"version":1,"brokerid":0,"epoch":1}')
+    mirror = ZkMirror(zk, TEMPLATE)
+    mirror.start()
+    del zk.nodes["/replication/controller"]
+    data_watches = zk.data_watches.pop("/replication/controller", [])
+    child_watches = zk.child_watches.pop("/replication", [])
+    for watch in data_watches:
+        watch(Event("DELETED", "/replication/controller"))
+    assert "/replication/controller" not in mirror.data
+    zk.nodes["/replication/controller"] = (b'{"version":1,"brokerid":1,"epoch":2}', 5, 5)
+    for watch in child_watches:
+        watch(Event("CHILD", "/replication"))
+    assert mirror.data["/replication/controller"].value == b'{"version":1,"brokerid":1,"epoch":2}'
+    assert len(zk.data_watches["/replication/controller"]) == 1  # watched again, once
