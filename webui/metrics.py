@@ -188,6 +188,8 @@ def _broker_replication(broker_id: int, figures: dict) -> Iterator[Metric]:
             ("offline_partitions", "Partitions without a leader, as the controller counts them (0 on other brokers)",
              controller["offline_partitions"]),
             ("leader_count", "Partitions led by this broker", figures["leader_count"]),
+            ("offline_replicas", "Replicas given up here because their log failed on disk (KIP-112)",
+             figures["offline_replicas"]),
             ("replicas", "Replicas held by this broker", len(figures["replicas"])),
             ("controller", "1 if this broker is the controller", int(controller["active"]))]:
         family = GaugeMetricFamily(f"{PREFIX}_{name}", help_text, labels=["broker"])
@@ -204,7 +206,11 @@ def _broker_replication(broker_id: int, figures: dict) -> Iterator[Metric]:
              figures["isr_expands"]),
             ("not_enough_replicas", "acks=all writes refused: ISR below min.insync.replicas",
              figures["not_enough_replicas"]),
-            ("controller_elections", "Leader changes this broker made as controller", controller["elections"])]:
+            ("controller_elections", "Leader changes this broker made as controller", controller["elections"]),
+            ("replication_event_errors", "Replication events that raised (logged; the others were handled)",
+             figures["event_errors"]),
+            ("controller_fenced_writes", "Writes of this broker's controller refused by a newer controller's epoch",
+             controller["fenced_writes"])]:
         family = CounterMetricFamily(f"{PREFIX}_{name}", help_text, labels=["broker"])
         family.add_metric([broker], value)
         yield family

@@ -270,7 +270,7 @@ class ReplicaManager(FollowerRequests):
         else:
             self.isr_shrinks += 1
         log.info("%s: ISR %s -> %s", replica.name, list(leader.isr), list(isr))
-        self.cluster.written(topic, partition, new, stat.version)
+        self.cluster.written(topic, partition, new, stat.version, stat.mzxid)
         self._apply(replica, leader.isr_written(isr))
 
     # -- hooks for the broker ------------------------------------------------------------

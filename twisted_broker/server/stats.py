@@ -281,9 +281,13 @@ def replication_snapshot(manager, controller, fetchers) -> dict:
         "leader_count": manager.leader_count(), "under_replicated_partitions": manager.under_replicated(),
         "isr_shrinks": manager.isr_shrinks, "isr_expands": manager.isr_expands,
         "not_enough_replicas": manager.not_enough_replicas,
+        # replication's events that raised (logged, the others handled), replicas whose log
+        # failed here, controller writes refused by a newer controller's epoch (issue 22)
+        "event_errors": manager.event_errors + manager.cluster.callback_errors,
+        "offline_replicas": len(manager.offline.partitions),
         "follower_lag_max_bytes": max(follower_lags, default=0),
         "controller": {"active": controller.active, "broker_id": controller.controller_id,
                        "epoch": controller.epoch if controller.active else None,
-                       "elections": controller.elections,
+                       "elections": controller.elections, "fenced_writes": controller.fenced_writes,
                        "offline_partitions": controller.offline_partitions if controller.active else 0},
         "replicas": replicas}

@@ -38,7 +38,8 @@ partitions this broker leads and those of them that are under-replicated; ``mntr
 replication figures (server/stats.py ``replication_snapshot``): ``tb_under_replicated_partitions``
 (led here, ISR smaller than the replica list), ``tb_offline_partitions`` (the controller's count;
 0 on other brokers), ``tb_leader_count``, ``tb_isr_shrinks``, ``tb_isr_expands``,
-``tb_not_enough_replicas`` (writes refused by min.insync.replicas), ``tb_controller`` (1 on the
+``tb_not_enough_replicas`` (writes refused by min.insync.replicas), ``tb_offline_replicas``
+(replicas whose log failed here), ``tb_controller`` (1 on the
 controller), ``tb_controller_id`` and ``tb_controller_epoch`` (-1: none known / not the
 controller), ``tb_replicas`` (held here), ``tb_follower_lag_max_bytes`` (the largest lag of a
 partition this broker follows). Without ZooKeeper they are all 0 (the ids -1), so a script
@@ -177,6 +178,7 @@ def _replication_pairs(replication: dict | None) -> list[tuple[str, object]]:
     """mntr's replication keys; zeros (ids -1) without replication."""
     figures = replication or {"under_replicated_partitions": 0, "leader_count": 0, "isr_shrinks": 0,
                               "isr_expands": 0, "not_enough_replicas": 0, "follower_lag_max_bytes": 0,
+                              "offline_replicas": 0,
                               "replicas": [], "controller": {"active": False, "broker_id": None, "epoch": None,
                                                              "offline_partitions": 0}}
     controller = figures["controller"]
@@ -187,6 +189,7 @@ def _replication_pairs(replication: dict | None) -> list[tuple[str, object]]:
             ("isr_shrinks", figures["isr_shrinks"]),
             ("isr_expands", figures["isr_expands"]),
             ("not_enough_replicas", figures["not_enough_replicas"]),
+            ("offline_replicas", figures["offline_replicas"]),
             ("follower_lag_max_bytes", figures["follower_lag_max_bytes"]),
             ("controller", int(controller["active"])),
             ("controller_id", -1 if controller["broker_id"] is None else controller["broker_id"]),
