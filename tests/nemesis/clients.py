@@ -17,6 +17,7 @@ as acknowledged (with its partition and offset) or failed, or stays unknown (in 
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 
@@ -24,6 +25,19 @@ from tests.support.faults.traffic import LeaderProducer, Leaders, group_of
 
 IDEMPOTENT, ACKS_ONE, ZERO_SEVEN = "nem-idem", "nem-one", "nem-07"
 PACE_07_S = 0.05
+# librdkafka's log lines (a connection refused at every kill) go to clients.log, not the terminal
+CLIENT_LOG = logging.getLogger("nemesis.clients")
+CLIENT_LOG.propagate = False
+
+
+def log_clients_to(path) -> None:
+    handler = logging.FileHandler(path)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(message)s"))
+    CLIENT_LOG.addHandler(handler)
+    CLIENT_LOG.setLevel(logging.INFO)
+    for name in ("kafka",):  # kafka-python
+        logging.getLogger(name).addHandler(handler)
+        logging.getLogger(name).propagate = False
 
 
 class Acked:
@@ -68,7 +82,7 @@ class IdempotentProducer(_Thread):
         return Producer({"bootstrap.servers": self.bootstrap, "acks": "all", "enable.idempotence": True,
                          "linger.ms": 5, "message.timeout.ms": 60_000, "request.timeout.ms": 10_000,
                          "topic.metadata.refresh.interval.ms": 1_000, "reconnect.backoff.max.ms": 500,
-                         "error_cb": self._error})
+                         "error_cb": self._error, "logger": CLIENT_LOG})
 
     def _error(self, error) -> None:
         if error.fatal():
@@ -169,7 +183,7 @@ class GroupMember(_Thread):
                              "auto.offset.reset": "earliest", "enable.auto.commit": True,
                              "auto.commit.interval.ms": 1000, "session.timeout.ms": 10_000,
                              "heartbeat.interval.ms": 1_000, "topic.metadata.refresh.interval.ms": 2_000,
-                             "reconnect.backoff.max.ms": 500})
+                             "reconnect.backoff.max.ms": 500, "logger": CLIENT_LOG})
         consumer.subscribe([IDEMPOTENT, ACKS_ONE])
         try:
             while not self.stopping.is_set():

@@ -12,11 +12,13 @@ Kinds (``KINDS``), each drawn with its weight:
   if it led) and from every broker.
 - ``kill-zookeeper``: kill -9 of one ZooKeeper member; healed by starting it again.
 - ``disk-full``: the disk under the disk broker's log dir filled up (ENOSPC); healed by
-  deleting the filler.
+  deleting the filler and restarting that broker (kill -9, start: a log dir that failed stays
+  offline until its broker restarts, in Kafka too since KIP-112).
 - ``disk-fail``: that disk shut down (every I/O fails with EIO); healed by stopping the broker
   (kill -9), repairing the file system (e2fsck) and starting the broker again.
 
-The schedule is drawn from ``random.Random(seed)`` up front (``schedule``), so a seed names
+A step is one fault, or two at once (``COMPOUND``: a kill or pause of a second broker
+beside the first fault); its faults are healed together. The schedule is drawn from ``random.Random(seed)`` up front (``schedule``), so a seed names
 the faults, targets and durations of a run; what the processes do meanwhile is not
 deterministic. Every fault is appended to ``faults.jsonl`` in the run's directory with its
 start and end (seconds since the run began) and what the heal found.
@@ -34,6 +36,7 @@ KINDS = {"kill": 3, "pause": 2, "partition-brokers": 3, "partition-zookeeper": 2
          "kill-zookeeper": 1, "disk-full": 1, "disk-fail": 1}
 HOLD_S = (2.0, 12.0)
 GAP_S = (2.0, 8.0)
+COMPOUND = 0.25
 
 
 @dataclass
@@ -48,27 +51,42 @@ class Fault:
     note: str = ""
 
 
-def schedule(seed: int, seconds: float, brokers: list[str], zookeepers: list[str], disk_broker: str) -> list[Fault]:
-    """Faults whose holds and gaps add up to at least ``seconds``."""
+def _draw(rng: random.Random, kind: str, brokers: list[str], zookeepers: list[str], disk_broker: str,
+          hold: float, gap: float) -> Fault:
+    other: list[str] = []
+    if kind in ("kill", "pause", "partition-zookeeper"):
+        targets = [rng.choice(brokers)]
+    elif kind == "partition-brokers":
+        targets = sorted(rng.sample(brokers, rng.choice((1, 2))))
+        other = [b for b in brokers if b not in targets]
+    elif kind in ("partition-zk-member", "kill-zookeeper"):
+        targets = [rng.choice(zookeepers)]
+    else:
+        targets = [disk_broker]
+    return Fault(kind, targets, hold, gap, other)
+
+
+def schedule(seed: int, seconds: float, brokers: list[str], zookeepers: list[str], disk_broker: str,
+             compound: float = COMPOUND) -> list[list[Fault]]:
+    """Steps of faults (one, or with probability ``compound`` two at once on different
+    brokers: a kill or pause beside the first, which is how a partition loses two of its three
+    replicas) whose holds and gaps add up to at least ``seconds``."""
     rng = random.Random(seed)
     kinds, weights = list(KINDS), list(KINDS.values())
-    faults, total = [], 0.0
+    steps, total = [], 0.0
     while total < seconds:
-        kind = rng.choices(kinds, weights)[0]
         hold, gap = round(rng.uniform(*HOLD_S), 1), round(rng.uniform(*GAP_S), 1)
-        other: list[str] = []
-        if kind in ("kill", "pause", "partition-zookeeper"):
-            targets = [rng.choice(brokers)]
-        elif kind == "partition-brokers":
-            targets = sorted(rng.sample(brokers, rng.choice((1, 2))))
-            other = [b for b in brokers if b not in targets]
-        elif kind in ("partition-zk-member", "kill-zookeeper"):
-            targets = [rng.choice(zookeepers)]
-        else:
-            targets = [disk_broker]
-        faults.append(Fault(kind, targets, hold, gap, other))
+        first = _draw(rng, rng.choices(kinds, weights)[0], brokers, zookeepers, disk_broker, hold, gap)
+        step = [first]
+        if rng.random() < compound:
+            free = [b for b in brokers if b not in first.targets and b != disk_broker]
+            if first.kind == "partition-brokers":
+                free = []  # its two sides already involve every broker
+            if free:
+                step.append(Fault(rng.choice(("kill", "pause")), [rng.choice(free)], hold, gap))
+        steps.append(step)
         total += hold + gap
-    return faults
+    return steps
 
 
 class Nemesis:
@@ -77,14 +95,12 @@ class Nemesis:
     def __init__(self, cluster, log_path, started_at: float) -> None:
         self.cluster, self.log_path, self.started_at = cluster, log_path, started_at
         self.done: list[Fault] = []
-        self.current: Fault | None = None
 
     def _now(self) -> float:
         return round(time.monotonic() - self.started_at, 2)
 
     def apply(self, fault: Fault) -> None:
         c, net = self.cluster, self.cluster.network
-        self.current = fault
         fault.started = self._now()
         [target] = fault.targets if len(fault.targets) == 1 else [None]
         if fault.kind == "kill":
@@ -121,23 +137,30 @@ class Nemesis:
         elif fault.kind == "disk-full":
             notes.append(f"broker {'alive' if c.brokers[target].running else 'EXITED'} while full")
             c.disk.unfill()
+            # a log dir that failed stays offline until its broker restarts (in Kafka too, KIP-112)
+            c.brokers[target].kill()
+            if not c.brokers[target].start():
+                notes.append("did not start again")
         elif fault.kind == "disk-fail":
             notes.append(f"broker {'alive' if c.brokers[target].running else 'EXITED'} on the failed disk")
             c.brokers[target].kill()
             c.disk.repair()
             if not c.brokers[target].start():
                 notes.append("did not start again")
-        for name, broker in c.brokers.items():  # a broker that exited by itself (its disk...) comes back
-            if not broker.running:
-                notes.append(f"{name} had exited; started again" + ("" if broker.start() else " but FAILED"))
         fault.healed, fault.note = self._now(), "; ".join(notes)
         self.done.append(fault)
-        self.current = None
         self._write({"event": "heal", **asdict(fault)})
 
-    def heal_current(self) -> None:
-        if self.current is not None:
-            self.heal(self.current)
+    def restart_exited(self) -> list[str]:
+        """After a step's heals: a broker that exited by itself (on its failed disk, say) is
+        started again, as an operator would; returns what it did, for the log."""
+        notes = []
+        for name, broker in self.cluster.brokers.items():
+            if not broker.running:
+                notes.append(f"{name} had exited by itself; started again" + ("" if broker.start() else " but FAILED"))
+        if notes:
+            self._write({"event": "restart", "notes": notes, "at": self._now()})
+        return notes
 
     def _write(self, entry: dict) -> None:
         with open(self.log_path, "a") as f:

@@ -100,7 +100,8 @@ class ZooKeeperMember(Node):
         return ["java", *JVM_OPTIONS, "-cp", ":".join(CLASSPATH), QUORUM_MAIN_CLASS, str(self.config)]
 
     def start(self, timeout_s: float = 60.0) -> None:
-        self.launch()
+        if not self.running:
+            self.launch()
         self.start_wait(timeout_s)
 
     def start_wait(self, timeout_s: float = 60.0) -> None:
@@ -135,6 +136,8 @@ class Broker(Node):
 
     def start(self, timeout_s: float = 60.0) -> bool:
         """Start and wait until both listeners accept; False if it exited (e.g. on a failed disk)."""
+        if self.running:
+            return True
         self.port_file.unlink(missing_ok=True)
         self.launch()
         deadline = time.monotonic() + timeout_s

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from tests.nemesis import checker
 from tests.nemesis.clients import ACKS_ONE, IDEMPOTENT, ZERO_SEVEN, AcksOneProducer, GroupMember, \
-    IdempotentProducer, consumers_07, producers_07
+    IdempotentProducer, consumers_07, log_clients_to, producers_07
 from tests.nemesis.cluster import DISK_BROKER, TOPICS, Cluster
 from tests.nemesis.faults import Nemesis, schedule
 from tests.support.faults.traffic import check_history
@@ -62,8 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     watchdog = threading.Timer(args.minutes * 60 + GRACE_S, _expire, (cluster,))
     watchdog.daemon = True
     watchdog.start()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    signal.signal(signal.SIGTERM, _interrupted)  # as Ctrl-C: the cleanup in finally runs
     say(f"seed {seed}, {args.minutes:g} minutes of faults, directory {root}")
     try:
         return _run(cluster, args, seed, root)
@@ -78,6 +77,10 @@ def main(argv: list[str] | None = None) -> int:
         say("cleaned up: processes, mounts, namespaces")
 
 
+def _interrupted(signum, frame) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def _expire(cluster: Cluster) -> None:
     say("watchdog: the run overran its bound; removing everything and exiting 3")
     cluster.close()
@@ -86,6 +89,7 @@ def _expire(cluster: Cluster) -> None:
 
 def _run(cluster: Cluster, args, seed: int, root: Path) -> int:
     started = time.monotonic()
+    log_clients_to(root / "clients.log")
     cluster.start()
     say(f"cluster up in {time.monotonic() - started:.0f} s: {len(cluster.zookeepers)} ZooKeepers, "
         f"{len(cluster.brokers)} brokers, topics {TOPICS} x {args.partitions} partitions")
@@ -103,17 +107,21 @@ def _run(cluster: Cluster, args, seed: int, root: Path) -> int:
     deadline = faults_at + args.minutes * 60
     plan = schedule(seed, args.minutes * 60, list(cluster.brokers), list(cluster.zookeepers), DISK_BROKER)
     nemesis = Nemesis(cluster, root / "faults.jsonl", faults_at)
-    for fault in plan:
+    for step in plan:
         if time.monotonic() >= deadline:
             break
-        say(f"fault {fault.kind} {fault.targets}" + (f" | {fault.other_side}" if fault.other_side else "")
-            + f" for {fault.hold_s} s")
-        nemesis.apply(fault)
-        time.sleep(max(0.0, min(fault.hold_s, deadline - time.monotonic())))
-        nemesis.heal(fault)
-        if fault.note:
-            say(f"  healed: {fault.note}")
-        time.sleep(max(0.0, min(fault.gap_s, deadline - time.monotonic())))
+        say(" + ".join(f"{f.kind} {f.targets}" + (f" | {f.other_side}" if f.other_side else "") for f in step)
+            + f" for {step[0].hold_s} s")
+        for fault in step:
+            nemesis.apply(fault)
+        time.sleep(max(0.0, min(step[0].hold_s, deadline - time.monotonic())))
+        for fault in reversed(step):
+            nemesis.heal(fault)
+            if fault.note:
+                say(f"  healed {fault.kind}: {fault.note}")
+        for note in nemesis.restart_exited():
+            say(f"  {note}")
+        time.sleep(max(0.0, min(step[0].gap_s, deadline - time.monotonic())))
     notes = cluster.heal_everything()
     say(f"faults over ({sum(nemesis.counts().values())} injected); healed {notes or 'all already'}; "
         f"{QUIET_S:g} s more of writes")
@@ -127,6 +135,7 @@ def _run(cluster: Cluster, args, seed: int, root: Path) -> int:
     by_id = cluster.by_id
     modern_parts = [tp for tp in where if tp[0] != ZERO_SEVEN]
     modern = checker.read_modern(cluster.bootstrap, modern_parts)
+    unread = modern.pop("unread", None)
     final_07 = {p: checker.read_07(by_id[where[(ZERO_SEVEN, p)][0]], ZERO_SEVEN, p) for p in range(args.partitions)}
     ends = {tp: (entries[-1][0] + 1 if entries else 0) for tp, entries in modern.items()}
     catch_up = time.monotonic() + CATCH_UP_S
@@ -142,6 +151,9 @@ def _run(cluster: Cluster, args, seed: int, root: Path) -> int:
     figures.add("cluster recovered (every partition led, ISR full)", "yes" if recovered else f"NO: {problem}")
     if not recovered:
         figures.violations.append(f"not recovered: {problem}")
+    if unread:
+        figures.add("partitions not read to their end", len(unread), violation=True,
+                    details=[f"{tp}: read {n} of {end}" for tp, (n, end) in unread.items()])
     for history, topic, keep, once in ((idempotent.history, IDEMPOTENT, True, True),
                                        (acks_one.history, ACKS_ONE, False, False)):
         final = {p: entries for (t, p), entries in modern.items() if t == topic}
