@@ -148,6 +148,6 @@ class Cluster:
                 return
             self.closed = True
             for node in [*self.brokers.values(), *self.zookeepers.values()]:
-                node.kill()
+                node.close()
             self.disk.close()
             self.network.close()

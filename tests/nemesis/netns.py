@@ -20,7 +20,10 @@ PREFIX = "nem"
 
 
 def ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    return subprocess.run(["ip", *args], check=check, capture_output=True, text=True)
+    result = subprocess.run(["ip", *args], capture_output=True, text=True)
+    if check and result.returncode:
+        raise RuntimeError(f"ip {' '.join(args)}: {result.stderr.strip()}")
+    return result
 
 
 def remove_stale(tag: str) -> None:
@@ -63,6 +66,7 @@ class Network:
         """A namespace for ``node`` with address 10.<net>.0.<host_number>; returns the address."""
         ns, address = self.namespace(node), f"10.{self.net}.0.{host_number}"
         outer, inner = f"{PREFIX}{self.tag}{node}"[:15], "eth0"
+        ip("link", "del", outer, check=False)  # left by a namespace a stray process kept alive
         ip("netns", "add", ns)
         ip("link", "add", outer, "type", "veth", "peer", "name", inner, "netns", ns)
         ip("link", "set", outer, "master", self.bridge)

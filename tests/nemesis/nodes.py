@@ -45,6 +45,7 @@ class Node:
         self.network, self.name, self.directory = network, name, directory
         self.address = network.nodes[name]
         self.process: subprocess.Popen | None = None
+        self.launched: list[subprocess.Popen] = []  # every start's process: close() ends each group
         self.paused = False
         directory.mkdir(parents=True, exist_ok=True)
 
@@ -56,6 +57,7 @@ class Node:
             self.process = subprocess.Popen(self.network.wrap(self.name, self.command()), cwd=self.directory,
                                             stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
                                             start_new_session=True)
+        self.launched.append(self.process)
         self.paused = False
 
     @property
@@ -76,6 +78,17 @@ class Node:
             self.signal_group(signal.SIGKILL)
             self.process.wait()
         self.paused = False
+
+    def close(self) -> None:
+        """kill -9 of the process group of every process this node ever started."""
+        self.kill()
+        for process in self.launched:
+            for signum in (signal.SIGCONT, signal.SIGKILL):
+                try:
+                    os.killpg(process.pid, signum)
+                except ProcessLookupError:
+                    pass
+            process.wait()
 
     def pause(self) -> None:
         self.signal_group(signal.SIGSTOP)

@@ -153,7 +153,7 @@ def _run(cluster: Cluster, args, seed: int, root: Path) -> int:
         figures.violations.append(f"not recovered: {problem}")
     if unread:
         figures.add("partitions not read to their end", len(unread), violation=True,
-                    details=[f"{tp}: read {n} of {end}" for tp, (n, end) in unread.items()])
+                    details=[f"{tp}: read to {n} of {end}" for tp, (n, end) in unread.items()])
     for history, topic, keep, once in ((idempotent.history, IDEMPOTENT, True, True),
                                        (acks_one.history, ACKS_ONE, False, False)):
         final = {p: entries for (t, p), entries in modern.items() if t == topic}
