@@ -193,6 +193,8 @@ def _keep_histories(root: Path, idempotent, acks_one, zero_seven, modern, final_
         for history in (idempotent.history, acks_one.history):
             for value, (p, o) in history.acked.items():
                 f.write(json.dumps({"kind": history.kind, "value": value.decode(), "partition": p, "offset": o}) + "\n")
+            for value, error in history.failed.items():
+                f.write(json.dumps({"kind": history.kind, "value": value.decode(), "failed": error}) + "\n")
         for producer in zero_seven:
             for ack in producer.acked:
                 f.write(json.dumps({"kind": "0.7", "partition": ack.partition, "offset": ack.offset,
