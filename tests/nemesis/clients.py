@@ -49,10 +49,12 @@ class Acked:
         self.failed: dict[bytes, str] = {}
         self.sent: list[bytes] = []
         self.fatal: list[str] = []
+        self.at: dict[bytes, float] = {}  # value -> wall-clock time of its answer (evidence timelines)
         self._lock = threading.Lock()
 
     def report(self, value: bytes, partition: int | None, offset: int | None, error: str | None) -> None:
         with self._lock:
+            self.at[value] = time.time()
             if error is None:
                 self.acked[value] = (partition, offset)
             else:

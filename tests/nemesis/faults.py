@@ -163,6 +163,7 @@ class Nemesis:
         return notes
 
     def _write(self, entry: dict) -> None:
+        entry["utc"] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())  # to match the brokers' logs
         with open(self.log_path, "a") as f:
             f.write(json.dumps(entry) + "\n")
 

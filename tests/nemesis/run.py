@@ -192,15 +192,26 @@ def _keep_histories(root: Path, idempotent, acks_one, zero_seven, modern, final_
     with (root / "history.jsonl").open("w") as f:
         for history in (idempotent.history, acks_one.history):
             for value, (p, o) in history.acked.items():
-                f.write(json.dumps({"kind": history.kind, "value": value.decode(), "partition": p, "offset": o}) + "\n")
+                f.write(json.dumps({"kind": history.kind, "value": value.decode(), "partition": p, "offset": o,
+                                    "at": _clock(history.at.get(value))}) + "\n")
             for value, error in history.failed.items():
-                f.write(json.dumps({"kind": history.kind, "value": value.decode(), "failed": error}) + "\n")
+                f.write(json.dumps({"kind": history.kind, "value": value.decode(), "failed": error,
+                                    "at": _clock(history.at.get(value))}) + "\n")
+        wall = time.time() - time.monotonic()  # the 0.7 producers time their answers with monotonic()
         for producer in zero_seven:
             for ack in producer.acked:
                 f.write(json.dumps({"kind": "0.7", "partition": ack.partition, "offset": ack.offset,
-                                    "values": [v.decode() for v in ack.payloads], "broker": ack.broker}) + "\n")
+                                    "values": [v.decode() for v in ack.payloads], "broker": ack.broker,
+                                    "at": _clock(wall + ack.at)}) + "\n")
     with (root / "final.jsonl").open("w") as f:
         for (t, p), entries in modern.items():
             f.write(json.dumps({"topic": t, "partition": p, "records": [[o, v.decode()] for o, v in entries]}) + "\n")
         for p, entries in final_07.items():
             f.write(json.dumps({"topic": ZERO_SEVEN, "partition": p, "records": [[o, v.decode()] for o, v in entries]}) + "\n")
+
+
+def _clock(moment: float | None) -> str | None:
+    """UTC wall-clock time with milliseconds, as the brokers' logs write it."""
+    if moment is None:
+        return None
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(moment)) + f".{int(moment % 1 * 1000):03d}"
