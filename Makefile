@@ -18,6 +18,7 @@ help:
 	@echo "make test   the whole pytest suite (PYTEST_ARGS='...' passes options to pytest)"
 	@echo "make bench  the benchmark suite, results under bench/results/"
 	@echo "make soak   tests/reliability and tests/replication at length (make test runs their short form), with a summary"
+	@echo "make nemesis MINUTES=20  the Jepsen-style run: 5 brokers, 3 ZooKeepers, random faults, a checker (root; docs/nemesis.md)"
 	@echo "make spark-cluster  a Spark standalone master and two workers on 127.0.0.1 (Ctrl-C stops)"
 
 # BROKERS=N: N brokers (twisted_broker/devcluster.py says which ports each gets).
@@ -49,6 +50,12 @@ bench: $(VENV)/.installed-bench | peer-packages
 .PHONY: soak
 soak: $(VENV)/.installed-test
 	RELIABILITY_SCALE=soak $(VENV)/bin/python -m pytest -q --timeout 3600 tests/reliability tests/replication $(PYTEST_ARGS)
+
+# MINUTES of faults (default 5), SEED to replay a schedule; needs root (network namespaces, a
+# loop-mounted disk). Prints the checker's table; exits non-zero on any violation.
+.PHONY: nemesis
+nemesis: $(VENV)/.installed-test
+	$(SUDO) $(VENV)/bin/python -m tests.nemesis --minutes $(or $(MINUTES),5) $(if $(SEED),--seed $(SEED))
 
 # bench/paper.py's peers, from Debian: RabbitMQ, ActiveMQ (Java: system-packages), Redis and
 # NATS (JetStream is in nats-server). The benchmark starts each on loopback itself, so they are
