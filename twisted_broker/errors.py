@@ -82,6 +82,15 @@ class TruncatedMessage(InvalidMessage):
     """The buffer ends inside an entry that the caller needed whole."""
 
 
+class PartitionNotReady(KafkaError):
+    """A write this broker cannot place yet: the partition's log here is a replica's, asked for
+    as a 0.7 topic's, or the broker has not read replication's state from ZooKeeper since it
+    started, so it cannot tell a 0.7 topic from a replicated one. Appending as 0.7 then lost
+    acknowledged writes (the replica's log took them, and its leader's copy overwrote them)."""
+
+    code = 6  # Kafka's NOT_LEADER_FOR_PARTITION: clients look the leader up again and retry
+
+
 class MessageSizeTooLarge(KafkaError):
     """A top-level payload exceeds ``max.message.size``; 0.7.2 drops such a produce silently."""
 

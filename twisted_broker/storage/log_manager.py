@@ -17,7 +17,7 @@ import logging
 import os
 from collections.abc import Callable, Iterator
 
-from twisted_broker.errors import InvalidTopic, WrongPartition
+from twisted_broker.errors import InvalidTopic, PartitionNotReady, WrongPartition
 from twisted_broker.storage.checkpoints import (
     HIGH_WATERMARK_CHECKPOINT, is_replica_log, read_high_watermarks, write_leader_epochs,
 )
@@ -143,6 +143,10 @@ class LogManager:
     def get_or_create_log(self, topic: str, partition: int) -> Log:
         """The log, created (directory and first segment) if needed. Raises like ``check_partition``."""
         existing = self.get_log(topic, partition)
+        if isinstance(existing, ReplicaLog):
+            # A replicated topic's replica, asked for as a 0.7 topic's: the broker has not read
+            # (or has lost) the topic's replication state. Only replication appends to it.
+            raise PartitionNotReady(f"{topic}-{partition} is a replica here; its replication state is not known yet")
         if existing is not None:
             return existing
         path = self._partition_path(topic, partition)

@@ -16,6 +16,7 @@ import logging
 from twisted.internet.defer import inlineCallbacks
 from twisted.internet.task import deferLater
 
+from twisted_broker.errors import PartitionNotReady
 from twisted_broker.codec.kafka import errors as kafka_errors
 from twisted_broker.codec.kafka.protocol import Request
 from twisted_broker.registry import paths as registry_paths
@@ -149,6 +150,8 @@ class TopicRequests:
             except OSError as exc:
                 log.error("creating topic %r failed: %s", name, exc)
                 return kafka_errors.KAFKA_STORAGE_ERROR
+            except PartitionNotReady:  # replication's state not read yet: ask again
+                return kafka_errors.LEADER_NOT_AVAILABLE
             return kafka_errors.NONE
         try:
             yield create_replicated_topic(view.zk, name, partitions=partitions, replication_factor=factor,

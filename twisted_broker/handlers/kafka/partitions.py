@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from twisted.internet.defer import inlineCallbacks
 
-from twisted_broker.errors import InvalidTopic, KafkaError, WrongPartition
+from twisted_broker.errors import InvalidTopic, KafkaError, PartitionNotReady, WrongPartition
 from twisted_broker.codec.kafka import errors as kafka_errors
 from twisted_broker.replication.replica import Replica, Role
 from twisted_broker.replication.replica_manager import ReplicaManager
@@ -52,11 +52,17 @@ class PartitionFinder:
             except KafkaError as exc:  # 3 (WrongPartition), 6 and 19 carry Kafka's numbers
                 raise PartitionError(exc.code, str(exc)) from None
             return Target(replica.log, replica, replica.leader_epoch)
+        if self.view.cluster is not None and not self.view.cluster.synced and not self.view.logs.has_topic(topic):
+            # Just started: a topic not known here may be a replicated one all the same.
+            raise PartitionError(kafka_errors.NOT_LEADER_FOR_PARTITION,
+                                 f"{topic}: replication's state not read from ZooKeeper yet")
         local = yield self._local(topic, partition)
         try:
             return Target(self.view.logs.get_or_create_log(topic, local), None, 0)
         except (InvalidTopic, WrongPartition) as exc:
             raise PartitionError(kafka_errors.UNKNOWN_TOPIC_OR_PARTITION, str(exc)) from None
+        except PartitionNotReady as exc:
+            raise PartitionError(kafka_errors.NOT_LEADER_FOR_PARTITION, str(exc)) from None
 
     @inlineCallbacks
     def for_read(self, topic: str, partition: int):

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from twisted_broker.errors import (
     CloseConnection, InvalidFetchSize, InvalidMessage, InvalidTopic, KafkaError, MessageSizeTooLarge,
-    OffsetOutOfRange, UnknownError, WrongPartition,
+    OffsetOutOfRange, PartitionNotReady, UnknownError, WrongPartition,
 )
 from twisted_broker.handlers.held_fetch import HeldFetch
 from twisted_broker.server.stats import BrokerStats
@@ -95,7 +95,7 @@ class Broker:
             log.warning("dropped produce to %s-%s: %s", topic, request.partition, exc)
             self._failed_produce(topic)
             return
-        except (InvalidTopic, WrongPartition, InvalidMessage) as exc:
+        except (InvalidTopic, WrongPartition, InvalidMessage, PartitionNotReady) as exc:
             self._failed_produce(topic)
             raise CloseConnection(f"produce to {topic!r} partition {request.partition}: {exc}") from exc
         except OSError as exc:  # LogWriteError, or the log directory could not be created

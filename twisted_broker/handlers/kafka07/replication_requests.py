@@ -15,7 +15,9 @@ import random
 from twisted.internet.defer import Deferred, DeferredList, inlineCallbacks
 from twisted.internet.task import deferLater
 
-from twisted_broker.errors import InvalidMessage, InvalidTopic, KafkaError, MessageSizeTooLarge, UnknownError
+from twisted_broker.errors import (
+    InvalidMessage, InvalidTopic, KafkaError, MessageSizeTooLarge, PartitionNotReady, UnknownError,
+)
 from twisted_broker.registry import replication_paths
 from twisted_broker.replication.admin import Kafka07Topic, create_replicated_topic, wait_for_leaders
 from twisted_broker.replication.assignment import AssignmentError
@@ -30,8 +32,8 @@ from twisted_broker.codec.kafka07.replication import (
     encode_replica_fetch_part_header,
 )
 from twisted_broker.codec.kafka07.responses import NO_ERROR, encode_response_header
-# Kafka's codes: a partition nobody here has, more replicas asked than live brokers.
-from twisted_broker.codec.kafka.errors import INVALID_REPLICATION_FACTOR, UNKNOWN_TOPIC_OR_PARTITION
+# Kafka's code: more replicas asked than live brokers.
+from twisted_broker.codec.kafka.errors import INVALID_REPLICATION_FACTOR
 
 log = logging.getLogger(__name__)
 
@@ -168,6 +170,9 @@ class ReplicationRequests:
             offset = -1
             try:
                 if not self.cluster.is_replicated(part.topic):
+                    if not self.cluster.synced and not self.manager.logs.has_topic(part.topic):
+                        # Just started: a topic not known here may be a replicated one all the same.
+                        raise PartitionNotReady(f"{part.topic}: replication's state not read from ZooKeeper yet")
                     offset = append_0_7(part)
                 else:
                     replica = self.manager.leader_for_write(part.topic, part.partition, request.required_acks)
