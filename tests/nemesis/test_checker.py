@@ -33,6 +33,14 @@ def test_lost_moved_duplicated_and_reordered_records_are_each_counted():
     assert len(got["violations"]) == 4
 
 
+def test_an_acknowledgement_without_an_offset_needs_its_record_in_its_partition_anywhere():
+    final = {0: [(0, b"i-p0-00000000")], 1: [(0, b"i-p1-00000000")]}
+    got = figures_of({b"i-p0-00000000": (0, None), b"i-p1-00000000": (0, None)}, final)
+    assert got["all: acknowledged without an offset (librdkafka)"] == "2"
+    assert got["all: acknowledged at another offset"] == "1"  # i-p1 acknowledged on partition 0
+    assert got["all: lost"] == "0"
+
+
 def test_acks_one_losses_are_counted_but_are_no_violation():
     got = figures_of({b"o-p0-00000000": (0, 0)}, {0: []}, must_keep=False, exactly_once=False)
     assert got["all: lost"] == "1" and got["violations"] == []
