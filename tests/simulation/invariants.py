@@ -1,0 +1,236 @@
+"""The invariants the simulation checks after every step (docs/simulation.md).
+
+The checker keeps, per partition, the *history*: the committed bytes as every replica has
+shown them so far (each replica's log up to its high watermark must extend it or be a prefix
+of it). For each broker it keeps how much of that history the broker's log has held
+(``held``), lowered only when a crash took unflushed bytes away. A replica whose committed
+prefix disagrees with the history at offset ``x`` is a violation if some broker held the
+history past ``x`` and kept its disk; if none did, every copy of those bytes was in page
+caches that crashes lost, which the guarantees allow (docs/replication.md), and the history
+is cut at ``x``. The same rule covers acknowledged acks=all writes and what consumers saw:
+both must be in the history, which only such a loss may cut.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from twisted_broker.registry.replication_paths import PartitionState
+
+__all__ = ["Checker", "AckedWrite"]
+
+ISR_GRACE_S = 5.0
+
+
+@dataclass
+class AckedWrite:
+    tp: tuple[str, int]
+    offset: int
+    data: bytes
+    at: float
+
+
+def log_bytes(log_, start: int, end: int) -> bytes:
+    """Bytes [start, end) of a log's segment files, as written (flushed or not)."""
+    out = []
+    for segment in log_.segments:
+        lo, hi = max(start, segment.start), min(end, segment.start + segment.size)
+        if lo < hi:
+            with open(segment.path, "rb") as f:
+                f.seek(lo - segment.start)
+                out.append(f.read(hi - lo))
+    return b"".join(out)
+
+
+def first_difference(a: bytes, b: bytes) -> int:
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return min(len(a), len(b))
+
+
+class Checker:
+    def __init__(self, world) -> None:
+        self.world = world
+        self.history: dict[tuple, bytearray] = {}
+        self.held: dict[tuple, int] = {}  # (broker id, tp) -> history bytes held, disk kept
+        self.verified: dict[tuple, int] = {}  # (broker id, incarnation, tp) -> committed prefix checked
+        self.matched: dict[tuple, int] = {}  # (broker id, incarnation, tp) -> written prefix matching
+        self.pending_acks: list[AckedWrite] = []
+        self.acked = 0
+        self.lost_with_page_caches = 0
+        self.writers: dict[tuple, int] = {}  # (tp, leader epoch) -> the broker that appended
+        self.isr_mismatch_since: dict[tuple, float] = {}
+        self.violations: list[str] = []
+
+    def violation(self, text: str) -> None:
+        if text not in self.violations:
+            self.violations.append(text)
+            self.world.trace(f"VIOLATION {text}")
+
+    # -- events ----------------------------------------------------------------------------
+
+    def truncated(self, broker_id: int, incarnation: int, tp, offset: int) -> None:
+        for table in (self.verified, self.matched):
+            key = (broker_id, incarnation, tp)
+            if key in table:
+                table[key] = min(table[key], offset)
+
+    def crashed(self, broker_id: int, survived: dict) -> None:
+        """``survived``: tp -> the end offset its log kept."""
+        for (b, tp), held in list(self.held.items()):
+            if b == broker_id:
+                self.held[(b, tp)] = min(held, survived.get(tp, 0))
+
+    def appended(self, tp, epoch: int, broker_id: int) -> None:
+        """A leader accepted a client's write at ``epoch``."""
+        other = self.writers.setdefault((tp, epoch), broker_id)
+        if other != broker_id:
+            self.violation(f"two leaders accepted writes to {tp[0]}-{tp[1]} at leader epoch {epoch}: "
+                           f"brokers {other} and {broker_id}")
+
+    def acknowledged(self, write: AckedWrite, copies: list[int]) -> None:
+        """An acks=all write was acknowledged; ``copies``: the brokers whose logs hold it now."""
+        self.acked += 1
+        minimum = self.world.config.min_insync_replicas
+        if len(copies) < minimum and self.world.config.check_min_insync:
+            self.violation(f"acks=all write to {write.tp[0]}-{write.tp[1]} at offset {write.offset} acknowledged "
+                           f"with {len(copies)} copies {copies} < min.insync.replicas={minimum} (defect 1)")
+        self.pending_acks.append(write)
+
+    def state_written(self, session_id: int, path: str, old: bytes | None, new: bytes | None) -> None:
+        """ZooKeeper applied a write (the server's hook): elections only by the controller."""
+        if not path.endswith("/state") or new is None:
+            return
+        try:
+            new_state = PartitionState.decode(new)
+            old_state = PartitionState.decode(old) if old is not None else None
+        except ValueError:
+            return
+        if old_state is None or (new_state.leader, new_state.leader_epoch) == (old_state.leader,
+                                                                               old_state.leader_epoch):
+            return
+        if new_state.leader_epoch < old_state.leader_epoch:
+            self.violation(f"{path}: leader epoch went back {old_state.leader_epoch} -> {new_state.leader_epoch}")
+        server = self.world.zk_server
+        controller = server.nodes.get("/replication/controller")
+        if controller is None or controller.owner != session_id:
+            self.violation(f"{path}: election (epoch {old_state.leader_epoch} -> {new_state.leader_epoch}, leader "
+                           f"{new_state.leader}) written by session {session_id:x}, not the current controller's "
+                           f"(a deposed controller's late write, defect 6)")
+
+    # -- after every step --------------------------------------------------------------------
+
+    def after_step(self) -> None:
+        world = self.world
+        for broker in world.live_brokers():
+            for (topic, partition), replica in list(broker.manager.replicas.items()):
+                self._check_replica(broker, (topic, partition), replica)
+        still = []
+        for write in self.pending_acks:
+            history = self.history.get(write.tp, b"")
+            end = write.offset + len(write.data)
+            if len(history) >= end:
+                if bytes(history[write.offset:end]) != write.data:
+                    self.violation(f"acknowledged acks=all write at {write.tp[0]}-{write.tp[1]}:{write.offset} is not "
+                                   f"what was committed there")
+            else:
+                still.append(write)
+        self.pending_acks = still
+        self._check_isr()
+
+    def _check_replica(self, broker, tp, replica) -> None:
+        log_ = replica.log
+        key = (broker.broker_id, broker.incarnation, tp)
+        history = self.history.setdefault(tp, bytearray())
+        hw, written = log_.end_offset, log_.written_end
+        verified = min(self.verified.get(key, 0), hw)
+        if hw > verified:
+            data = log_bytes(log_, verified, hw)
+            overlap = bytes(history[verified:hw])
+            at = first_difference(data, overlap)
+            if at < len(overlap):
+                self._diverged(broker, tp, verified + at)
+                return
+            if hw > len(history):
+                history.extend(data[len(history) - verified:])
+        self.verified[key] = hw
+        matched = min(self.matched.get(key, 0), written)
+        limit = min(written, len(history))
+        if limit > matched:
+            data = log_bytes(log_, matched, limit)
+            matched += first_difference(data, bytes(history[matched:limit]))
+        self.matched[key] = matched
+        held_key = (broker.broker_id, tp)
+        self.held[held_key] = max(self.held.get(held_key, 0), matched)
+
+    def _diverged(self, broker, tp, offset: int) -> None:
+        holders = {b: h for (b, t), h in self.held.items() if t == tp and h > offset}
+        name = f"{tp[0]}-{tp[1]}"
+        if holders:
+            self.violation(f"committed data lost: broker {broker.broker_id}'s log of {name} up to its high watermark "
+                           f"differs from the committed history at offset {offset}, which brokers "
+                           f"{sorted(holders)} held (up to {max(holders.values())}) and kept on disk")
+            return
+        self.world.trace(f"history of {name} cut at {offset}: every copy past it was lost with page caches")
+        history = self.history[tp]
+        del history[offset:]
+        for table in (self.verified, self.matched):
+            for key in table:
+                if key[2] == tp:
+                    table[key] = min(table[key], offset)
+        lost = [w for w in self.pending_acks if w.tp == tp and w.offset + len(w.data) > offset]
+        self.lost_with_page_caches += len(lost)
+
+    def _check_isr(self) -> None:
+        """A leader at ZooKeeper's epoch, with no ISR write of its own pending and the state's
+        version cached, must hold ZooKeeper's ISR (defect 7: a change lost in a race)."""
+        world = self.world
+        now = world.clock.seconds()
+        for tp in world.partitions():
+            state, version = world.zk_state(tp)
+            key = tp
+            ok = True
+            if state is not None and state.online:
+                broker = world.broker(state.leader)
+                replica = broker.replica(*tp) if broker is not None else None
+                leader = replica.leader if replica is not None else None
+                if (leader is not None and not leader.fenced and leader.pending_isr is None
+                        and leader.leader_epoch == state.leader_epoch
+                        and broker.cluster.version(*tp) == version and set(leader.isr) != set(state.isr)):
+                    ok = False
+                    since = self.isr_mismatch_since.setdefault(key, now)
+                    if now - since > ISR_GRACE_S:
+                        self.violation(f"{tp[0]}-{tp[1]}: leader {state.leader}'s ISR {sorted(leader.isr)} differs "
+                                       f"from ZooKeeper's {sorted(state.isr)} for {ISR_GRACE_S:.0f} s with no write "
+                                       f"pending (an ISR change lost, defect 7)")
+            if ok:
+                self.isr_mismatch_since.pop(key, None)
+
+    # -- at the end ------------------------------------------------------------------------
+
+    def healthy(self) -> str | None:
+        """None when every partition is led, its ISR full (in ZooKeeper and in its leader)
+        and every replica follows that leader; else what is not so."""
+        world = self.world
+        for tp in world.partitions():
+            name = f"{tp[0]}-{tp[1]}"
+            state, _version = world.zk_state(tp)
+            replicas = world.assignment(tp)
+            if state is None or not state.online:
+                return f"{name} has no leader ({state})"
+            if set(state.isr) != set(replicas):
+                return f"{name}: ISR {list(state.isr)} in ZooKeeper, replicas {list(replicas)}"
+            leader_broker = world.broker(state.leader)
+            replica = leader_broker.replica(*tp) if leader_broker else None
+            if replica is None or replica.leader is None or replica.fenced \
+                    or replica.leader_epoch != state.leader_epoch:
+                return f"{name}: broker {state.leader} does not lead it at epoch {state.leader_epoch}"
+            if set(replica.leader.isr) != set(replicas):
+                return f"{name}: leader's ISR {list(replica.leader.isr)}"
+            for b in replicas:
+                follower = world.broker(b)
+                r = follower.replica(*tp) if follower else None
+                if r is None or r.leader_epoch != state.leader_epoch:
+                    return f"{name}: broker {b} does not follow epoch {state.leader_epoch}"
+        return None
