@@ -10,17 +10,28 @@ broker log lines); at the end: seeds run, steps and fault schedules explored, vi
 from __future__ import annotations
 
 import argparse
+import ast
 import os
 import sys
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from dataclasses import replace
 
 from tests.simulation.mixes import MIXES
 from tests.simulation.world import run_seed
 
 
-def _run(seed: int, mix: str):
-    return run_seed(seed, MIXES[mix])
+def _config(mix: str, overrides: list[str]):
+    """The mix's SimConfig with ``field=value`` overrides (Python literals)."""
+    changes = {}
+    for item in overrides:
+        name, _, value = item.partition("=")
+        changes[name] = ast.literal_eval(value)
+    return replace(MIXES[mix], **changes)
+
+
+def _run(seed: int, mix: str, overrides: list[str]):
+    return run_seed(seed, _config(mix, overrides))
 
 
 def main(argv=None) -> int:
@@ -33,10 +44,12 @@ def main(argv=None) -> int:
                         help="fault mixes to cycle through (default: all)")
     parser.add_argument("--seed", type=int, help="run this one seed and print its report")
     parser.add_argument("--verbose", action="store_true")
+    parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                        help="override a SimConfig field of the mix, e.g. --set check_min_insync=False")
     args = parser.parse_args(argv)
     mixes = args.mix or sorted(MIXES)
     if args.seed is not None:
-        result = run_seed(args.seed, MIXES[mixes[0]], verbose=args.verbose)
+        result = run_seed(args.seed, _config(mixes[0], args.set), verbose=args.verbose)
         print(result.report())
         return 1 if result.violations else 0
     first = args.first if args.first is not None else int(time.time()) % 1_000_000 * 1000
@@ -50,7 +63,7 @@ def main(argv=None) -> int:
         def submit() -> None:
             nonlocal next_seed
             mix = mixes[next_seed % len(mixes)]
-            pending[pool.submit(_run, next_seed, mix)] = (next_seed, mix)
+            pending[pool.submit(_run, next_seed, mix, args.set)] = (next_seed, mix)
             next_seed += 1
 
         for _ in range(args.jobs):

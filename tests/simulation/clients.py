@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from twisted.internet.defer import Deferred
 
-from twisted_broker.codec.kafka07.message_set import encode_message_set, validate_message_set
+from twisted_broker.codec.kafka07.message_set import encode_message_set, valid_bytes, validate_message_set
 from twisted_broker.codec.kafka07.replication import ProduceAckRequest, decode_produce_acks
 from twisted_broker.codec.kafka07.requests import MultiProduceRequest, ProduceRequest
 from twisted_broker.codec.kafka07.responses import decode_error_and_body
@@ -82,6 +82,7 @@ class Clients:
         replica = broker.replica(*tp)
         before = replica.log.written_end if replica is not None else -1
         epoch = replica.leader_epoch if replica is not None else -1
+        leading = replica is not None and replica.leader is not None and not replica.fenced
         request = ProduceAckRequest(acks, PRODUCE_TIMEOUT_MS,
                                     MultiProduceRequest((ProduceRequest(tp[0], tp[1], messages),)))
         try:
@@ -91,20 +92,25 @@ class Clients:
             return
         self.produced += 1
         if replica is not None and replica.log.written_end == before + len(messages):
-            world.checker.appended(tp, epoch, broker.broker_id)
+            world.checker.appended(tp, epoch, broker)
         if isinstance(answer, Deferred):
-            answer.addCallback(self._answered, tp, acks, messages)
+            answer.addCallback(self._answered, broker, leading, tp, acks, messages)
             answer.addErrback(lambda failure: world.trace(f"produce failed: {failure.value!r}"))
         else:
-            self._answered(answer, tp, acks, messages)
+            self._answered(answer, broker, leading, tp, acks, messages)
 
-    def _answered(self, pieces, tp, acks: int, messages: bytes) -> None:
+    def _answered(self, pieces, broker, leading: bool, tp, acks: int, messages: bytes) -> None:
         world = self.world
         if not pieces:
             return
         _error, body = decode_error_and_body(memoryview(b"".join(bytes(p) for p in pieces))[4:])
         [(_topic, _partition, error, offset)] = decode_produce_acks(body)
         world.trace(f"produce {tp[0]}-{tp[1]} acks={acks}: error {error} at {offset}")
+        if not error and not leading:
+            world.checker.violation(
+                f"broker {broker.broker_id} (incarnation {broker.incarnation}) accepted a write to replicated "
+                f"{tp[0]}-{tp[1]} at {offset} while not its leader (its ClusterState synced: {broker.cluster.synced}; "
+                f"a replicated topic not yet read from ZooKeeper is taken for a 0.7 topic)")
         if error or acks != -1:
             return
         end = offset + len(messages)
@@ -128,8 +134,8 @@ class Clients:
         earlier = self.read_at.get(tp)
         if earlier and rng.random() < 0.15:
             position = rng.choice(earlier)
-        try:
-            region = broker.requests.replica_log(*tp).read(position, FETCH_BYTES)
+        try:  # the fetch size of 0.7's consumer: at least the largest message
+            region = broker.requests.replica_log(*tp).read(position, world.config.max_message_size + FETCH_BYTES)
         except OffsetOutOfRange:
             return  # a lagging replica: the consumer asks another one
         except InvalidMessage as exc:
@@ -144,7 +150,11 @@ class Clients:
             data = region.read()
         finally:
             region.close()
-        try:
+        try:  # 0.7's consumer keeps the whole messages and fetches the rest again
+            whole = valid_bytes(data)
+            if not whole:  # the fetch size holds the largest message: not the start of one
+                raise InvalidMessage(position, f"no whole message in {len(data)} bytes")
+            data = data[:whole]
             validate_message_set(data)
         except InvalidMessage as exc:
             world.checker.violation(f"consumer got bytes that are not whole messages from broker {broker.broker_id}: "

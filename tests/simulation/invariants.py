@@ -2,18 +2,19 @@
 
 The checker keeps, per partition, the *history*: the committed bytes as every replica has
 shown them so far (each replica's log up to its high watermark must extend it or be a prefix
-of it). For each broker it keeps how much of that history the broker's log has held
-(``held``), lowered only when a crash took unflushed bytes away. A replica whose committed
-prefix disagrees with the history at offset ``x`` is a violation if some broker held the
-history past ``x`` and kept its disk; if none did, every copy of those bytes was in page
-caches that crashes lost, which the guarantees allow (docs/replication.md), and the history
-is cut at ``x``. The same rule covers acknowledged acks=all writes and what consumers saw:
-both must be in the history, which only such a loss may cut.
+of it). For each broker it keeps how much of that history the broker's log has held while it
+was in the ISR or led (``held``), lowered only when a crash took unflushed bytes away; each
+acknowledged acks=all write keeps the brokers that held it at its acknowledgement. A replica
+whose committed prefix disagrees with the history at offset ``x`` is a violation if a broker
+held the history past ``x`` as an ISR member, or held an acknowledged write past ``x``, and
+kept its disk; if none did, every such copy was in page caches that crashes lost, which the
+guarantees allow (docs/replication.md), and the history is cut at ``x``. What consumers saw
+is in the history, so the same rule covers it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from twisted_broker.registry.replication_paths import PartitionState
 
@@ -28,6 +29,11 @@ class AckedWrite:
     offset: int
     data: bytes
     at: float
+    holders: set = field(default_factory=set)  # brokers that held it at acknowledgement, disk kept
+
+    @property
+    def end(self) -> int:
+        return self.offset + len(self.data)
 
 
 def log_bytes(log_, start: int, end: int) -> bytes:
@@ -57,9 +63,10 @@ class Checker:
         self.verified: dict[tuple, int] = {}  # (broker id, incarnation, tp) -> committed prefix checked
         self.matched: dict[tuple, int] = {}  # (broker id, incarnation, tp) -> written prefix matching
         self.pending_acks: list[AckedWrite] = []
+        self.acked_writes: list[AckedWrite] = []
         self.acked = 0
         self.lost_with_page_caches = 0
-        self.writers: dict[tuple, int] = {}  # (tp, leader epoch) -> the broker that appended
+        self.writers: dict[tuple, tuple] = {}  # (tp, leader epoch) -> (broker, incarnation) that appended
         self.isr_mismatch_since: dict[tuple, float] = {}
         self.violations: list[str] = []
 
@@ -81,13 +88,18 @@ class Checker:
         for (b, tp), held in list(self.held.items()):
             if b == broker_id:
                 self.held[(b, tp)] = min(held, survived.get(tp, 0))
+        for write in self.acked_writes:
+            if broker_id in write.holders and survived.get(write.tp, 0) < write.end:
+                write.holders.discard(broker_id)
 
-    def appended(self, tp, epoch: int, broker_id: int) -> None:
-        """A leader accepted a client's write at ``epoch``."""
-        other = self.writers.setdefault((tp, epoch), broker_id)
-        if other != broker_id:
-            self.violation(f"two leaders accepted writes to {tp[0]}-{tp[1]} at leader epoch {epoch}: "
-                           f"brokers {other} and {broker_id}")
+    def appended(self, tp, epoch: int, broker) -> None:
+        """A leader accepted a client's write at ``epoch``: one broker incarnation per epoch
+        (a restarted broker is another leader: it may have lost what its predecessor wrote)."""
+        writer = (broker.broker_id, broker.incarnation)
+        other = self.writers.setdefault((tp, epoch), writer)
+        if other != writer:
+            self.violation(f"two leaders accepted writes to {tp[0]}-{tp[1]} at leader epoch {epoch}: broker {other[0]} "
+                           f"(incarnation {other[1]}) and broker {writer[0]} (incarnation {writer[1]})")
 
     def acknowledged(self, write: AckedWrite, copies: list[int]) -> None:
         """An acks=all write was acknowledged; ``copies``: the brokers whose logs hold it now."""
@@ -96,7 +108,9 @@ class Checker:
         if len(copies) < minimum and self.world.config.check_min_insync:
             self.violation(f"acks=all write to {write.tp[0]}-{write.tp[1]} at offset {write.offset} acknowledged "
                            f"with {len(copies)} copies {copies} < min.insync.replicas={minimum} (defect 1)")
+        write.holders = set(copies)
         self.pending_acks.append(write)
+        self.acked_writes.append(write)
 
     def state_written(self, session_id: int, path: str, old: bytes | None, new: bytes | None) -> None:
         """ZooKeeper applied a write (the server's hook): elections only by the controller."""
@@ -161,8 +175,10 @@ class Checker:
             data = log_bytes(log_, matched, limit)
             matched += first_difference(data, bytes(history[matched:limit]))
         self.matched[key] = matched
-        held_key = (broker.broker_id, tp)
-        self.held[held_key] = max(self.held.get(held_key, 0), matched)
+        state = self.world.zk_state(tp)[0]
+        if state is not None and (broker.broker_id in state.isr or state.leader == broker.broker_id):
+            held_key = (broker.broker_id, tp)
+            self.held[held_key] = max(self.held.get(held_key, 0), matched)
 
     def _diverged(self, broker, tp, offset: int) -> None:
         holders = {b: h for (b, t), h in self.held.items() if t == tp and h > offset}
@@ -170,8 +186,14 @@ class Checker:
         if holders:
             self.violation(f"committed data lost: broker {broker.broker_id}'s log of {name} up to its high watermark "
                            f"differs from the committed history at offset {offset}, which brokers "
-                           f"{sorted(holders)} held (up to {max(holders.values())}) and kept on disk")
+                           f"{sorted(holders)} held as ISR members (up to {max(holders.values())}) and kept on disk")
             return
+        for write in self.acked_writes:
+            if write.tp == tp and write.end > offset and write.holders:
+                self.violation(f"acknowledged acks=all write lost: {name} at {write.offset} ({len(write.data)} bytes), "
+                               f"held at its acknowledgement by brokers {sorted(write.holders)} which kept their disk; "
+                               f"broker {broker.broker_id}'s committed log differs at offset {offset}")
+                return
         self.world.trace(f"history of {name} cut at {offset}: every copy past it was lost with page caches")
         history = self.history[tp]
         del history[offset:]
@@ -179,8 +201,10 @@ class Checker:
             for key in table:
                 if key[2] == tp:
                     table[key] = min(table[key], offset)
-        lost = [w for w in self.pending_acks if w.tp == tp and w.offset + len(w.data) > offset]
+        lost = [w for w in self.acked_writes if w.tp == tp and w.end > offset]
         self.lost_with_page_caches += len(lost)
+        self.acked_writes = [w for w in self.acked_writes if w not in lost]
+        self.pending_acks = [w for w in self.pending_acks if w not in lost]
 
     def _check_isr(self) -> None:
         """A leader at ZooKeeper's epoch, with no ISR write of its own pending and the state's
