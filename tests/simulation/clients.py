@@ -72,6 +72,8 @@ class Clients:
             return
         state = rng.choice(live).cluster.state(*tp)
         leader = world.broker(state.leader) if state is not None and state.online else None
+        if leader is not None and config.producers_skip_unsynced and not leader.cluster.synced:
+            return
         if leader is not None:
             world.clock.callLater(rng.uniform(0, 0.005), self._send, leader, tp, acks, messages)
 
