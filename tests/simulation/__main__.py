@@ -56,6 +56,7 @@ def main(argv=None) -> int:
     started = time.monotonic()
     seeds = steps = failed = 0
     faults: dict[str, int] = {}
+    broken: dict[str, list[int]] = {}  # invariant kind -> seeds that broke it
     next_seed = first
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         pending = {}
@@ -78,6 +79,8 @@ def main(argv=None) -> int:
                 for _step, _at, what in result.faults:
                     kind = what.split()[0]
                     faults[kind] = faults.get(kind, 0) + 1
+                for kind in result.kinds:
+                    broken.setdefault(kind, []).append(seed)
                 if result.violations:
                     failed += 1
                     print(f"[mix {mix}] {result.report()}\n", flush=True)
@@ -89,6 +92,8 @@ def main(argv=None) -> int:
           f"{steps} steps, {seeds} fault schedules with {sum(faults.values())} fault events "
           f"({', '.join(f'{k} {v}' for k, v in sorted(faults.items()))}); "
           f"{failed} seed(s) with invariant violations")
+    for kind, seeds_broken in sorted(broken.items()):
+        print(f"  {kind}: {len(seeds_broken)} seed(s), e.g. {sorted(seeds_broken)[:8]}")
     return 1 if failed else 0
 
 

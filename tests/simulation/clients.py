@@ -112,7 +112,7 @@ class Clients:
             world.checker.violation(
                 f"broker {broker.broker_id} (incarnation {broker.incarnation}) accepted a write to replicated "
                 f"{tp[0]}-{tp[1]} at {offset} while not its leader (its ClusterState synced: {broker.cluster.synced}; "
-                f"a replicated topic not yet read from ZooKeeper is taken for a 0.7 topic)")
+                f"a replicated topic not yet read from ZooKeeper is taken for a 0.7 topic)", "write-by-non-leader")
         if error or acks != -1:
             return
         end = offset + len(messages)
@@ -142,7 +142,7 @@ class Clients:
             return  # a lagging replica: the consumer asks another one
         except InvalidMessage as exc:
             world.checker.violation(f"consumer read of {tp[0]}-{tp[1]} at {position} from broker "
-                                    f"{broker.broker_id}: {exc}")
+                                    f"{broker.broker_id}: {exc}", "consumer-read-failed")
             return
         except KafkaError:
             return
@@ -160,7 +160,7 @@ class Clients:
             validate_message_set(data)
         except InvalidMessage as exc:
             world.checker.violation(f"consumer got bytes that are not whole messages from broker {broker.broker_id}: "
-                                    f"{tp[0]}-{tp[1]} at {position} ({len(data)} bytes): {exc} (defect 8)")
+                                    f"{tp[0]}-{tp[1]} at {position} ({len(data)} bytes): {exc} (defect 8)", "consumer-partial-entry")
             return
         self.consumed += 1
         world.trace(f"consume {tp[0]}-{tp[1]} at {position} from broker {broker.broker_id}: {len(data)} bytes")

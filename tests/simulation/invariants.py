@@ -69,11 +69,14 @@ class Checker:
         self.writers: dict[tuple, tuple] = {}  # (tp, leader epoch) -> (broker, incarnation) that appended
         self.isr_mismatch_since: dict[tuple, float] = {}
         self.violations: list[str] = []
+        self.last_crash: dict[tuple, tuple[float, int]] = {}  # (broker, tp) -> (time, end kept)
+        self.kinds: dict[str, int] = {}  # kind -> times broken (the first of each is in violations)
 
-    def violation(self, text: str) -> None:
-        if text not in self.violations:
-            self.violations.append(text)
-            self.world.trace(f"VIOLATION {text}")
+    def violation(self, text: str, kind: str) -> None:
+        self.kinds[kind] = self.kinds.get(kind, 0) + 1
+        self.world.trace(f"VIOLATION {text}")
+        if self.kinds[kind] == 1:
+            self.violations.append(f"[{kind}] {text}")
 
     # -- events ----------------------------------------------------------------------------
 
@@ -85,6 +88,8 @@ class Checker:
 
     def crashed(self, broker_id: int, survived: dict) -> None:
         """``survived``: tp -> the end offset its log kept."""
+        for tp, end in survived.items():
+            self.last_crash[(broker_id, tp)] = (self.world.clock.seconds(), end)
         for (b, tp), held in list(self.held.items()):
             if b == broker_id:
                 self.held[(b, tp)] = min(held, survived.get(tp, 0))
@@ -99,7 +104,7 @@ class Checker:
         other = self.writers.setdefault((tp, epoch), writer)
         if other != writer:
             self.violation(f"two leaders accepted writes to {tp[0]}-{tp[1]} at leader epoch {epoch}: broker {other[0]} "
-                           f"(incarnation {other[1]}) and broker {writer[0]} (incarnation {writer[1]})")
+                           f"(incarnation {other[1]}) and broker {writer[0]} (incarnation {writer[1]})", "two-leaders")
 
     def acknowledged(self, write: AckedWrite, copies: list[int]) -> None:
         """An acks=all write was acknowledged; ``copies``: the brokers whose logs hold it now."""
@@ -107,7 +112,7 @@ class Checker:
         minimum = self.world.config.min_insync_replicas
         if len(copies) < minimum and self.world.config.check_min_insync:
             self.violation(f"acks=all write to {write.tp[0]}-{write.tp[1]} at offset {write.offset} acknowledged "
-                           f"with {len(copies)} copies {copies} < min.insync.replicas={minimum} (defect 1)")
+                           f"with {len(copies)} copies {copies} < min.insync.replicas={minimum} (defect 1)", "ack-below-min-insync")
         write.holders = set(copies)
         self.pending_acks.append(write)
         self.acked_writes.append(write)
@@ -125,13 +130,14 @@ class Checker:
                                                                                old_state.leader_epoch):
             return
         if new_state.leader_epoch < old_state.leader_epoch:
-            self.violation(f"{path}: leader epoch went back {old_state.leader_epoch} -> {new_state.leader_epoch}")
+            self.violation(f"{path}: leader epoch went back {old_state.leader_epoch} -> {new_state.leader_epoch}",
+                           "epoch-went-back")
         server = self.world.zk_server
         controller = server.nodes.get("/replication/controller")
         if controller is None or controller.owner != session_id:
             self.violation(f"{path}: election (epoch {old_state.leader_epoch} -> {new_state.leader_epoch}, leader "
                            f"{new_state.leader}) written by session {session_id:x}, not the current controller's "
-                           f"(a deposed controller's late write, defect 6)")
+                           f"(a deposed controller's late write, defect 6)", "deposed-controller-write")
 
     # -- after every step --------------------------------------------------------------------
 
@@ -147,7 +153,7 @@ class Checker:
             if len(history) >= end:
                 if bytes(history[write.offset:end]) != write.data:
                     self.violation(f"acknowledged acks=all write at {write.tp[0]}-{write.tp[1]}:{write.offset} is not "
-                                   f"what was committed there")
+                                   f"what was committed there", "ack-not-committed")
             else:
                 still.append(write)
         self.pending_acks = still
@@ -183,28 +189,49 @@ class Checker:
     def _diverged(self, broker, tp, offset: int) -> None:
         holders = {b: h for (b, t), h in self.held.items() if t == tp and h > offset}
         name = f"{tp[0]}-{tp[1]}"
+        lost_copies = bool(holders)
         if holders:
             self.violation(f"committed data lost: broker {broker.broker_id}'s log of {name} up to its high watermark "
                            f"differs from the committed history at offset {offset}, which brokers "
-                           f"{sorted(holders)} held as ISR members (up to {max(holders.values())}) and kept on disk")
-            return
+                           f"{sorted(holders)} held as ISR members (up to {max(holders.values())}) and kept on disk"
+                           f"{self._diagnosis(tp, offset)}", "committed-data-lost")
         for write in self.acked_writes:
             if write.tp == tp and write.end > offset and write.holders:
                 self.violation(f"acknowledged acks=all write lost: {name} at {write.offset} ({len(write.data)} bytes), "
                                f"held at its acknowledgement by brokers {sorted(write.holders)} which kept their disk; "
-                               f"broker {broker.broker_id}'s committed log differs at offset {offset}")
-                return
-        self.world.trace(f"history of {name} cut at {offset}: every copy past it was lost with page caches")
+                               f"broker {broker.broker_id}'s committed log differs at offset {offset}"
+                               f"{self._diagnosis(tp, offset)}", "acked-write-lost")
+                break
+        if not lost_copies:
+            self.world.trace(f"history of {name} cut at {offset}: every copy past it was lost with page caches")
         history = self.history[tp]
         del history[offset:]
         for table in (self.verified, self.matched):
             for key in table:
                 if key[2] == tp:
                     table[key] = min(table[key], offset)
+        for key in self.held:
+            if key[1] == tp:
+                self.held[key] = min(self.held[key], offset)
         lost = [w for w in self.acked_writes if w.tp == tp and w.end > offset]
-        self.lost_with_page_caches += len(lost)
+        if not lost_copies:
+            self.lost_with_page_caches += len(lost)
         self.acked_writes = [w for w in self.acked_writes if w not in lost]
         self.pending_acks = [w for w in self.pending_acks if w not in lost]
+
+    def _diagnosis(self, tp, offset: int) -> str:
+        """What ZooKeeper says now, and the current leader's last crash: enough to tell a
+        restarted replica elected with less than was committed (defect 5) from other losses."""
+        state, _version = self.world.zk_state(tp)
+        if state is None:
+            return ""
+        text = f"; ZooKeeper now: leader {state.leader} epoch {state.leader_epoch} ISR {list(state.isr)}"
+        crash = self.last_crash.get((state.leader, tp))
+        if crash is not None:
+            text += f"; the leader last crashed at t={crash[0]:.3f} keeping {crash[1]} bytes"
+            if crash[1] <= offset:
+                text += " (a restarted replica that lost its tail is leading)"
+        return text
 
     def _check_isr(self) -> None:
         """A leader at ZooKeeper's epoch, with no ISR write of its own pending and the state's
@@ -227,7 +254,7 @@ class Checker:
                     if now - since > ISR_GRACE_S:
                         self.violation(f"{tp[0]}-{tp[1]}: leader {state.leader}'s ISR {sorted(leader.isr)} differs "
                                        f"from ZooKeeper's {sorted(state.isr)} for {ISR_GRACE_S:.0f} s with no write "
-                                       f"pending (an ISR change lost, defect 7)")
+                                       f"pending (an ISR change lost, defect 7)", "isr-change-lost")
             if ok:
                 self.isr_mismatch_since.pop(key, None)
 

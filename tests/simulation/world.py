@@ -9,6 +9,7 @@ runs everything due then. All randomness comes from ``random.Random(seed)``; the
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import logging
 import os
@@ -18,6 +19,7 @@ import tempfile
 from dataclasses import dataclass, field
 
 from twisted.internet.task import Clock
+from twisted.logger import globalLogPublisher
 
 from twisted_broker.registry.replication_paths import PartitionState, TopicAssignment, state_path, topic_path
 from twisted_broker.replication.admin import create_replicated_topic
@@ -66,6 +68,8 @@ class SimConfig:
     # that a mix aimed at another defect is not ended first by a restarted broker taking a
     # replicated topic for a 0.7 one (the finding of docs/simulation.md).
     producers_skip_unsynced: bool = False
+    # False: go on after a violation (each kind is reported once, with how often it broke).
+    stop_at_violation: bool = True
 
 
 @dataclass
@@ -80,6 +84,7 @@ class Result:
     consumed: int
     lost_with_page_caches: int
     unhandled_errors: int
+    kinds: dict = field(default_factory=dict)
     log_tail: list[str] = field(default_factory=list)
 
     def report(self) -> str:
@@ -88,6 +93,8 @@ class Result:
                  f"trace {self.trace_hash[:16]}"]
         for violation in self.violations:
             lines.append(f"  VIOLATION: {violation}")
+        if self.kinds and sum(self.kinds.values()) > len(self.violations):
+            lines.append("  times broken: " + ", ".join(f"{k} {v}" for k, v in sorted(self.kinds.items())))
         if self.violations:
             lines.append("  fault schedule (step, simulated time, fault):")
             lines += [f"    step {step:6d}  t={at:8.3f}  {what}" for step, at, what in self.faults]
@@ -121,6 +128,7 @@ class World:
         self._hash = hashlib.sha256()
         self.log_lines: list[str] = []
         self.unhandled = 0
+        self.unhandled_deferreds: list[str] = []
         self.zk_server = ZooKeeperServer(self.clock, self.rng, self.trace)
         self.network = SimNetwork(self.clock, self.rng, self.trace, reset_rate=config.network_reset_rate)
         self.disk = DiskModel(self.rng, self.trace)
@@ -139,6 +147,23 @@ class World:
         if self.verbose:
             print(f"t={self.clock.seconds():.3f} TRACE {line}")
         self._hash.update(f"{self.clock.seconds():.6f} {line}\n".encode())
+
+    def _twisted_event(self, event) -> None:
+        """Twisted's log: a Deferred that failed with nobody to handle it (logged when it is
+        collected, so not part of the trace: collection times are not the simulation's)."""
+        failure = event.get("log_failure")
+        if failure is not None:
+            self.unhandled_deferreds.append(f"{failure.type.__name__}: {failure.getErrorMessage()}")
+            frames = failure.frames[-1:] if failure.frames else []
+            where = f" at {os.path.basename(frames[0][1])}:{frames[0][2]}" if frames else ""
+            self.log_lines.append(f"t={self.clock.seconds():.3f} UNHANDLED in a Deferred: "
+                                  f"{failure.type.__name__}: {failure.getErrorMessage()}{where}"[:300])
+
+    def _unhandled_note(self) -> str:
+        escaped = [e for e in self.unhandled_deferreds if not e.startswith("ConnectionLoss")]
+        if not escaped:
+            return ""
+        return f"; {len(escaped)} exception(s) escaped into Deferreds, the first: {escaped[0]}"
 
     def unhandled_error(self, name: str, text: str) -> None:
         self.unhandled += 1
@@ -206,16 +231,19 @@ class World:
         logger.addHandler(handler)
         logger.setLevel(handler.level)
         logger.propagate, propagate = False, logger.propagate
+        globalLogPublisher.addObserver(self._twisted_event)
         try:
             with self.disk:
                 self._run(config)
         finally:
+            globalLogPublisher.removeObserver(self._twisted_event)
             logger.removeHandler(handler)
             logger.setLevel(level)
             logger.propagate = propagate
         return Result(self.seed, list(self.checker.violations), self.steps, self.clock.seconds(), list(self.faults.events),
                       self._hash.hexdigest(), self.checker.acked, self.clients.consumed,
-                      self.checker.lost_with_page_caches, self.unhandled, list(self.log_lines))
+                      self.checker.lost_with_page_caches, self.unhandled, dict(self.checker.kinds),
+                      list(self.log_lines))
 
     def _run(self, config: SimConfig) -> None:
         for broker_id in range(config.brokers):
@@ -224,7 +252,8 @@ class World:
         created = create_replicated_topic(self.admin_zk, TOPIC, partitions=config.partitions,
                                           replication_factor=config.replication_factor,
                                           live_brokers=list(range(config.brokers)))
-        created.addErrback(lambda failure: self.checker.violation(f"creating the topic failed: {failure.value!r}"))
+        created.addErrback(lambda failure: self.checker.violation(f"creating the topic failed: {failure.value!r}",
+                                                                  "setup"))
         start = 2.0  # let the first leaders be elected
         self.clock.callLater(start, self.clients.start)
         self.clock.callLater(start, self.faults.start)
@@ -232,7 +261,7 @@ class World:
         self.clock.callLater(heal_at, self.faults.heal_all)
         self.clock.callLater(heal_at + config.settle_seconds * 0.5, self.clients.stop)
         deadline = heal_at + config.settle_seconds
-        while not self.checker.violations:
+        while not (self.checker.violations and config.stop_at_violation):
             calls = self.clock.getDelayedCalls()
             if not calls:
                 break
@@ -242,16 +271,20 @@ class World:
             self.clock.advance(max(due - self.clock.seconds(), 0))
             self.steps += 1
             self.checker.after_step()
+            if self.steps % 20000 == 0:
+                gc.collect()  # Deferreds that failed unhandled are reported when collected
             if self.clock.seconds() > heal_at + 1 and not self.clients.running and self.checker.healthy() is None:
                 break
-        if not self.checker.violations:
+        gc.collect()
+        if not (self.checker.violations and config.stop_at_violation):
             problem = self.checker.healthy()
             if problem is not None:
-                self.checker.violation(f"liveness: {config.settle_seconds:.0f} s after the faults stopped: {problem}")
+                self.checker.violation(f"liveness: {config.settle_seconds:.0f} s after the faults stopped: {problem}"
+                                       f"{self._unhandled_note()}", "liveness")
             elif self.checker.pending_acks:
                 write = self.checker.pending_acks[0]
                 self.checker.violation(f"acknowledged acks=all write at {write.tp[0]}-{write.tp[1]}:{write.offset} "
-                                       f"never appears in the committed history")
+                                       f"never appears in the committed history", "ack-never-committed")
         for broker in self.live_brokers():
             broker.crash()
 
