@@ -219,6 +219,23 @@ class Checker:
         self.acked_writes = [w for w in self.acked_writes if w not in lost]
         self.pending_acks = [w for w in self.pending_acks if w not in lost]
 
+    def follower_dropped(self, leader, follower_id: int, offset: int, high_watermark: int) -> None:
+        """A leader drops an in-sync follower that fetched from below the high watermark (the
+        rule for a follower that restarted and lost its tail). If the follower's log holds
+        the high watermark, the fetch was an old one: a held fetch answered after its
+        connection died (defect 7, second half)."""
+        for broker in self.world.live_brokers():
+            for tp, replica in broker.manager.replicas.items():
+                if replica.leader is leader:
+                    follower = self.world.broker(follower_id)
+                    theirs = follower.replica(*tp) if follower is not None else None
+                    if theirs is not None and theirs.log.written_end >= high_watermark:
+                        self.violation(f"{tp[0]}-{tp[1]}: leader {broker.broker_id} dropped follower {follower_id} from "
+                                       f"the ISR for a fetch from {offset} below the high watermark {high_watermark}, "
+                                       f"but the follower's log holds {theirs.log.written_end} bytes: an old (held) "
+                                       f"fetch was counted (defect 7)", "healthy-follower-dropped")
+                    return
+
     def _diagnosis(self, tp, offset: int) -> str:
         """What ZooKeeper says now, and the current leader's last crash: enough to tell a
         restarted replica elected with less than was committed (defect 5) from other losses."""
@@ -264,6 +281,11 @@ class Checker:
         """None when every partition is led, its ISR full (in ZooKeeper and in its leader)
         and every replica follows that leader; else what is not so."""
         world = self.world
+        for broker in world.live_brokers():
+            if not broker.cluster.synced:
+                return f"broker {broker.broker_id} has not read the replication state from ZooKeeper"
+        if not any(broker.controller.active for broker in world.live_brokers()):
+            return "no broker acts as the controller"
         for tp in world.partitions():
             name = f"{tp[0]}-{tp[1]}"
             state, _version = world.zk_state(tp)

@@ -23,6 +23,7 @@ from twisted.logger import globalLogPublisher
 
 from twisted_broker.registry.replication_paths import PartitionState, TopicAssignment, state_path, topic_path
 from twisted_broker.replication.admin import create_replicated_topic
+from twisted_broker.replication.leader import LeaderPartition
 from twisted_broker.storage.log_manager import parse_partition_directory
 
 from tests.simulation.clients import Clients
@@ -232,10 +233,22 @@ class World:
         logger.setLevel(handler.level)
         logger.propagate, propagate = False, logger.propagate
         globalLogPublisher.addObserver(self._twisted_event)
+        original = LeaderPartition.follower_fetched
+        checker = self.checker
+
+        def follower_fetched(leader, replica, offset, now_ms):  # a probe, the rule unchanged
+            in_sync, high_watermark = replica in leader.isr, leader.high_watermark
+            decision = original(leader, replica, offset, now_ms)
+            if in_sync and offset < high_watermark and decision.propose_isr is not None \
+                    and replica not in decision.propose_isr:
+                checker.follower_dropped(leader, replica, offset, high_watermark)
+            return decision
+        LeaderPartition.follower_fetched = follower_fetched
         try:
             with self.disk:
                 self._run(config)
         finally:
+            LeaderPartition.follower_fetched = original
             globalLogPublisher.removeObserver(self._twisted_event)
             logger.removeHandler(handler)
             logger.setLevel(level)
