@@ -71,6 +71,43 @@ class FaultSchedule:
         self.world.crash(broker.broker_id, torn=torn)
         self.later(self.rng.uniform(0.2, 12.0), self.restart, broker.broker_id)
 
+    def crash_leader_twice(self) -> None:
+        """Crash a partition's leader, then, within a flush interval, the broker that took
+        over: it took office at a log end it had not flushed (defect 2's ground)."""
+        world = self.world
+        led = [(tp, s.leader) for tp in world.partitions() for s in [world.zk_state(tp)[0]]
+               if s is not None and s.online and world.broker(s.leader) is not None]
+        if not led:
+            return
+        tp, leader = self.rng.choice(led)
+        self.log("crash", f"crash broker {leader} (leader of {tp[0]}-{tp[1]})")
+        world.crash(leader, torn=self.rng.random() < 0.5)
+        self.later(self.rng.uniform(0.2, 12.0), self.restart, leader)
+        self.later(0.05, self._crash_new_leader, tp, leader, world.clock.seconds() + 15.0)
+
+    def _crash_new_leader(self, tp, old: int, give_up_at: float) -> None:
+        """Once another broker leads (the old one's session must expire first), crash it
+        within a flush interval of its taking office."""
+        world = self.world
+        state = world.zk_state(tp)[0]
+        if state is None or not state.online or state.leader == old or world.broker(state.leader) is None:
+            if world.clock.seconds() < give_up_at:
+                self.later(0.05, self._crash_new_leader, tp, old, give_up_at)
+            return
+        self.later(self.rng.uniform(0.05, world.config.flush_interval_ms / 1000), self._crash_leader_now, tp, old)
+
+    def _crash_leader_now(self, tp, old: int) -> None:
+        state = self.world.zk_state(tp)[0]
+        if state is not None and state.online and state.leader != old and self.world.broker(state.leader):
+            self.log("crash", f"crash broker {state.leader} (the new leader of {tp[0]}-{tp[1]})")
+            self.world.crash(state.leader, torn=self.rng.random() < 0.5)
+            self.later(self.rng.uniform(0.2, 6.0), self.restart, state.leader)
+            if self.rng.random() < 0.5:  # and the rest of the rack: the partition goes offline
+                for broker in self.world.live_brokers():
+                    self.log("crash", f"crash broker {broker.broker_id} (power cut)")
+                    self.world.crash(broker.broker_id, torn=self.rng.random() < 0.5)
+                    self.later(self.rng.uniform(0.2, 12.0), self.restart, broker.broker_id)
+
     def crash_controller(self) -> None:
         world = self.world
         controllers = [b for b in world.live_brokers() if b.controller.active]
@@ -189,6 +226,7 @@ class FaultSchedule:
 FAULT_KINDS = {
     "crash": FaultSchedule.crash,
     "crash_controller": FaultSchedule.crash_controller,
+    "crash_leader_twice": FaultSchedule.crash_leader_twice,
     "partition": FaultSchedule.partition,
     "isolate": FaultSchedule.isolate,
     "zk": FaultSchedule.zk_partition,

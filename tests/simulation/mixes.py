@@ -18,6 +18,8 @@ MIXES: dict[str, SimConfig] = {
     "five": replace(DEFAULT, brokers=5, partitions=3),
     # Power losses only (unflushed tails lost, last writes torn), of leaders and controllers.
     "crash": replace(DEFAULT, faults=("crash", "crash_controller")),
+    # A leader's crash, then its successor's within a flush interval (defect 2's ground).
+    "epochs": replace(DEFAULT, faults=("crash_leader_twice",), mean_fault_interval_s=4.0),
     # Partitions between brokers and from ZooKeeper, and connection resets: no disk is lost.
     "network": replace(DEFAULT, faults=("partition", "isolate", "zk", "reset"), network_reset_rate=0.001),
     # Controllers lose ZooKeeper or die while they write.

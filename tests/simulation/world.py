@@ -24,6 +24,7 @@ from twisted.logger import globalLogPublisher
 from twisted_broker.registry.replication_paths import PartitionState, TopicAssignment, state_path, topic_path
 from twisted_broker.replication.admin import create_replicated_topic
 from twisted_broker.replication.leader import LeaderPartition
+from twisted_broker.replication.replica import Replica
 from twisted_broker.storage.log_manager import parse_partition_directory
 
 from tests.simulation.clients import Clients
@@ -244,11 +245,24 @@ class World:
                 checker.follower_dropped(leader, replica, offset, high_watermark)
             return decision
         LeaderPartition.follower_fetched = follower_fetched
+        original_lead = Replica.become_leader
+
+        def become_leader(replica, state, *args, **kwargs):  # a probe: nothing may stop a broker here
+            try:
+                return original_lead(replica, state, *args, **kwargs)
+            except Exception as exc:
+                checker.violation(f"{replica.name}: taking office at epoch {state.leader_epoch} raised {exc!r} (log end "
+                                  f"{replica.log.written_end}, epochs {[(e.epoch, e.start_offset) for e in replica.epochs.entries]}"
+                                  f"): the exception stops this broker's ZooKeeper subscribers (defect 2)",
+                                  "become-leader-raised")
+                raise
+        Replica.become_leader = become_leader
         try:
             with self.disk:
                 self._run(config)
         finally:
             LeaderPartition.follower_fetched = original
+            Replica.become_leader = original_lead
             globalLogPublisher.removeObserver(self._twisted_event)
             logger.removeHandler(handler)
             logger.setLevel(level)
