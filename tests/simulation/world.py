@@ -48,7 +48,7 @@ class SimConfig:
     min_insync_replicas: int = 2
     session_timeout_ms: int = 6000
     lag_time_max_ms: int = 3000
-    fetch_wait_max_ms: int = 200
+    fetch_wait_max_ms: int = 500  # replica.fetch.wait.max.ms, the default
     fetch_max_bytes: int = 64 * 1024
     max_message_size: int = 16 * 1024
     segment_bytes: int = 32 * 1024
