@@ -213,8 +213,8 @@ class ZooKeeperServer:
             self._fire, self.write_hook = fire, hook
         for write in writes:
             hook(*write)
-        for event in events:
-            fire(*event)
+        for path, kind, data in events:
+            fire(path, kind, data=data)
         return results
 
     def _fire(self, path: str, kind, *, data: bool) -> None:
@@ -281,8 +281,8 @@ class SimZooKeeper:
             return
         self.state = state
         self.server.trace(f"zk: {self.name} {state}")
-        for listener in list(self._listeners):
-            self._deliver(lambda listener=listener: listener(state))
+        for listener in list(self._listeners):  # the client's own news: not held by a partition
+            self._deliver(lambda listener=listener: listener(state), local=True)
 
     # -- faults --------------------------------------------------------------------------
 
@@ -385,10 +385,13 @@ class SimZooKeeper:
         partitioned, it is held until the link is back, as the server resends it then)."""
         self._deliver(lambda: callback(event), after=self.server.delay())
 
-    def _deliver(self, call, *, after: float = 0.0) -> None:
+    def _deliver(self, call, *, after: float = 0.0, local: bool = False) -> None:
         if self.dead:
             return
         now = self.server.clock.seconds()
+        if local:
+            self.clock.callLater(after, call)
+            return
         at = max(self._last_deliver, now + after)
         if not self.link_up and self._cut_at is not None:
             at = max(at, now + self.session_timeout_s)  # not before the partition can have healed
