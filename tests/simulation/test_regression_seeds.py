@@ -22,32 +22,34 @@ OTHER_DEFECT = {"check_min_insync": False, "producers_skip_unsynced": True}
 GO_ON = {**OTHER_DEFECT, "stop_at_violation": False}
 
 REGRESSION_SEEDS = [
-    # Defect 1: an acks=all write acknowledged with 1 copy < min.insync.replicas=2 (broker 2
-    # isolated, then the controller crashed: the ISR shrank to the leader after the append).
-    pytest.param(2, "all", {}, id="defect1-ack-below-min-insync-seed2"),
-    # Defect 2: a new leader crashed within a flush interval of taking office, then the rack;
-    # back first, it takes office again with a leader-epoch file naming an epoch past its
-    # recovered log end: become_leader raises ValueError, the resync stops, and the partition
-    # stays with ISR [0] (become-leader-raised, then liveness). Defect 5 breaks this run first.
-    pytest.param(702, "epochs", dict(GO_ON), id="defect2-epoch-cache-ahead-of-recovered-log-seed702"),
-    # Defect 3: one message larger than replica.fetch.max.bytes wedges the followers: they ask
-    # for the same partial entry forever, the ISR stays the leader alone (liveness).
-    pytest.param(5, "large", {**OTHER_DEFECT, "settle_seconds": 20.0}, id="defect3-large-entry-wedges-followers-seed5"),
-    # Defect 5: a follower that restarted and lost its unflushed tail stays in the ISR and is
-    # elected; the complete replicas cut committed data to match it (committed data lost).
-    pytest.param(8, "controller", dict(OTHER_DEFECT), id="defect5-restarted-follower-elected-seed8"),
-    pytest.param(3, "all", {"check_min_insync": False}, id="defect5-shorter-replica-of-two-crashed-elected-seed3"),
-    # Defect 8: a consumer reads at an offset that is inside an entry of this replica (its log
-    # was cut and fetched again) and gets bytes that are not whole messages.
-    pytest.param(23, "crash", {"check_min_insync": False}, id="defect8-read-inside-an-entry-seed23"),
+    # Defect 1: an acks=all write acknowledged with 1 copy < min.insync.replicas=2 (the ISR
+    # shrank to the leader after the append; ack-below-min-insync).
+    pytest.param(1, "all", {}, id="defect1-ack-below-min-insync-seed1"),
+    # Defect 2: a new leader crashed within a flush interval of taking office, then the rest;
+    # back, it takes office again with a leader-epoch file naming an epoch past its recovered
+    # log end: become_leader raises ValueError inside the ZooKeeper subscribers
+    # (become-leader-raised). Defect 5 breaks this run too, so it goes on after the first.
+    pytest.param(726, "epochs", dict(GO_ON), id="defect2-epoch-cache-ahead-of-recovered-log-seed726"),
+    # Defect 3: messages larger than replica.fetch.max.bytes wedge the followers: they ask for
+    # the same partial entry forever ("the leader's bytes ... fail their check") and the ISR
+    # stays the leader alone (liveness).
+    pytest.param(1, "large", {**OTHER_DEFECT, "settle_seconds": 20.0}, id="defect3-large-entry-wedges-followers-seed1"),
+    # Defect 5: a replica that restarted and lost its unflushed tail stays in the ISR and is
+    # elected; the complete replicas cut committed data to match it (committed-data-lost).
+    pytest.param(2, "crash", dict(OTHER_DEFECT), id="defect5-restarted-replica-elected-seed2"),
+    # Defect 8: a consumer reads at an offset inside an entry of this replica (its log was cut
+    # and fetched again) and gets bytes that are not whole messages (consumer-partial-entry).
+    pytest.param(10, "crash", dict(OTHER_DEFECT), id="defect8-read-inside-an-entry-seed10"),
     # Finding (not in the issue's list): a restarted broker whose ClusterState has not read
     # ZooKeeper yet takes the replicated topic for a 0.7 topic and appends a ProduceAck (acks=all
-    # acknowledged at once) to the replica's log, at offsets committed elsewhere.
-    pytest.param(7, "all", {"check_min_insync": False}, id="finding-unsynced-broker-appends-to-replica-log-seed7"),
-    # Finding (defect 5's family): the controller elected broker 2 while its registration was
-    # gone from its cache, so the state's leader_session is "" and every later incarnation of
-    # broker 2 takes office at that same epoch 2 with whatever its log kept (two-leaders).
-    pytest.param(408, "crash", dict(GO_ON), id="finding-empty-leader-session-two-incarnations-lead-seed408"),
+    # acknowledged at once) to the replica's log, at offsets committed elsewhere
+    # (write-by-non-leader).
+    pytest.param(1, "all", {"check_min_insync": False}, id="finding-unsynced-broker-appends-to-replica-log-seed1"),
+    # Finding (defect 5's family): a restarted broker takes office again at the epoch its
+    # previous incarnation led, with what its log kept (two-leaders): the state's
+    # leader_session was "" because the controller wrote it while the broker's registration
+    # was not in its cache (controller._write), and replica_manager takes "" for any session.
+    pytest.param(426, "crash", dict(GO_ON), id="finding-restarted-leader-same-epoch-seed426"),
 ]
 
 
