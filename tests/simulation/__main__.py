@@ -76,9 +76,8 @@ def main(argv=None) -> int:
                 result = future.result()
                 seeds += 1
                 steps += result.steps
-                for _step, _at, what in result.faults:
-                    kind = what.split()[0]
-                    faults[kind] = faults.get(kind, 0) + 1
+                for kind, count in result.fault_counts.items():
+                    faults[kind] = faults.get(kind, 0) + count
                 for kind in result.kinds:
                     broken.setdefault(kind, []).append(seed)
                 if result.violations:

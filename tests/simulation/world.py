@@ -87,6 +87,7 @@ class Result:
     lost_with_page_caches: int
     unhandled_errors: int
     kinds: dict = field(default_factory=dict)
+    fault_counts: dict = field(default_factory=dict)
     log_tail: list[str] = field(default_factory=list)
 
     def report(self) -> str:
@@ -270,7 +271,7 @@ class World:
         return Result(self.seed, list(self.checker.violations), self.steps, self.clock.seconds(), list(self.faults.events),
                       self._hash.hexdigest(), self.checker.acked, self.clients.consumed,
                       self.checker.lost_with_page_caches, self.unhandled, dict(self.checker.kinds),
-                      list(self.log_lines))
+                      dict(self.faults.counts), list(self.log_lines))
 
     def _run(self, config: SimConfig) -> None:
         for broker_id in range(config.brokers):
