@@ -19,6 +19,7 @@ help:
 	@echo "make bench  the benchmark suite, results under bench/results/"
 	@echo "make soak   tests/reliability and tests/replication at length (make test runs their short form), with a summary"
 	@echo "make nemesis MINUTES=20  the Jepsen-style run: 5 brokers, 3 ZooKeepers, random faults, a checker (root; docs/nemesis.md)"
+	@echo "make simulate SECONDS=600  seeds of the replication simulation for that long (docs/simulation.md)"
 	@echo "make spark-cluster  a Spark standalone master and two workers on 127.0.0.1 (Ctrl-C stops)"
 
 # BROKERS=N: N brokers (twisted_broker/devcluster.py says which ports each gets).
@@ -56,6 +57,15 @@ soak: $(VENV)/.installed-test
 .PHONY: nemesis
 nemesis: $(VENV)/.installed-test
 	$(SUDO) $(VENV)/bin/python -m tests.nemesis --minutes $(or $(MINUTES),5) $(if $(SEED),--seed $(SEED))
+
+# The deterministic simulation of replication (docs/simulation.md): seeds over every fault mix in
+# 2 processes for SECONDS; prints the failing seeds' schedules and the figures. make test runs
+# its short form (tests/simulation/). SIM_ARGS passes options (--mix, --first, --set ...).
+SECONDS ?= 60
+SIM_ARGS ?=
+.PHONY: simulate
+simulate: $(VENV)/.installed-test
+	PYTHONHASHSEED=0 $(VENV)/bin/python -m tests.simulation --seconds $(SECONDS) --jobs 2 $(SIM_ARGS)
 
 # bench/paper.py's peers, from Debian: RabbitMQ, ActiveMQ (Java: system-packages), Redis and
 # NATS (JetStream is in nats-server). The benchmark starts each on loopback itself, so they are

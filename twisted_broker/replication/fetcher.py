@@ -44,9 +44,13 @@ class Fetchers:
     """The fetchers of one broker, one per leader it follows."""
 
     def __init__(self, manager: ReplicaManager, *, reactor, fetch_wait_max_ms: int, fetch_max_bytes: int,
-                 connect_timeout_s: float = 5.0) -> None:
+                 connect_timeout_s: float = 5.0, connect=connect_client) -> None:
         self.manager = manager
         self.reactor = reactor
+        # ``connect(reactor, host, port, timeout_s=...)`` -> Deferred of a connection with
+        # ``request(bytes)`` -> Deferred (error, body), ``disconnected`` and ``close()``:
+        # network/kafka07_client's in the broker, an in-memory one in tests/simulation/.
+        self.connect = connect
         self.fetch_wait_max_ms = fetch_wait_max_ms
         self.fetch_max_bytes = fetch_max_bytes
         self.connect_timeout_s = connect_timeout_s
@@ -109,7 +113,8 @@ class LeaderFetcher:
                     if address is None:
                         yield deferLater(reactor, FETCHER_RETRY_S, lambda: None)
                         continue
-                    self._protocol = yield connect_client(reactor, *address, timeout_s=self.fetchers.connect_timeout_s)
+                    self._protocol = yield self.fetchers.connect(reactor, *address,
+                                                                 timeout_s=self.fetchers.connect_timeout_s)
                     self._protocol.disconnected.addBoth(self._disconnected)
                 truncating = [r for r in self.replicas.values() if r.role is Role.TRUNCATING]
                 if truncating:

@@ -1,0 +1,59 @@
+"""Seeds that broke an invariant, each with its fault mix: every one must run clean.
+
+Each entry names the defect of issue 22 it reaches (or the finding of docs/simulation.md) and
+the invariant it broke on the code before the fix. ``check_min_insync=False`` and
+``producers_skip_unsynced=True`` keep defect 1 and the unsynced-write finding from ending a
+run aimed at another defect first; ``settle_seconds`` shortens the liveness bound where the
+failure is a wedge. To replay one: ``python -m tests.simulation --seed N --mix MIX --set ...
+--verbose`` (docs/simulation.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from tests.simulation.mixes import MIXES
+from tests.simulation.world import run_seed
+
+OTHER_DEFECT = {"check_min_insync": False, "producers_skip_unsynced": True}
+# Go on after the first violation: the seed's own defect comes after another one's.
+GO_ON = {**OTHER_DEFECT, "stop_at_violation": False}
+
+REGRESSION_SEEDS = [
+    # Defect 1: an acks=all write acknowledged with 1 copy < min.insync.replicas=2 (the ISR
+    # shrank to the leader after the append; ack-below-min-insync).
+    pytest.param(1, "all", {}, id="defect1-ack-below-min-insync-seed1"),
+    # Defect 2: a new leader crashed within a flush interval of taking office, then the rest;
+    # back, it takes office again with a leader-epoch file naming an epoch past its recovered
+    # log end: become_leader raises ValueError inside the ZooKeeper subscribers
+    # (become-leader-raised). Defect 5 breaks this run too, so it goes on after the first.
+    pytest.param(726, "epochs", dict(GO_ON), id="defect2-epoch-cache-ahead-of-recovered-log-seed726"),
+    # Defect 3: messages larger than replica.fetch.max.bytes wedge the followers: they ask for
+    # the same partial entry forever ("the leader's bytes ... fail their check") and the ISR
+    # stays the leader alone (liveness).
+    pytest.param(1, "large", {**OTHER_DEFECT, "settle_seconds": 20.0}, id="defect3-large-entry-wedges-followers-seed1"),
+    # Defect 5: a replica that restarted and lost its unflushed tail stays in the ISR and is
+    # elected; the complete replicas cut committed data to match it (committed-data-lost).
+    pytest.param(2, "crash", dict(OTHER_DEFECT), id="defect5-restarted-replica-elected-seed2"),
+    # Defect 8: a consumer reads at an offset inside an entry of this replica (its log was cut
+    # and fetched again) and gets bytes that are not whole messages (consumer-partial-entry).
+    pytest.param(10, "crash", dict(OTHER_DEFECT), id="defect8-read-inside-an-entry-seed10"),
+    # Finding (not in the issue's list): a restarted broker whose ClusterState has not read
+    # ZooKeeper yet takes the replicated topic for a 0.7 topic and appends a ProduceAck (acks=all
+    # acknowledged at once) to the replica's log, at offsets committed elsewhere
+    # (write-by-non-leader).
+    pytest.param(1, "all", {"check_min_insync": False}, id="finding-unsynced-broker-appends-to-replica-log-seed1"),
+    # Finding (defect 5's family): a restarted broker takes office again at the epoch its
+    # previous incarnation led, with what its log kept (two-leaders): the state's
+    # leader_session was "" because the controller wrote it while the broker's registration
+    # was not in its cache (controller._write), and replica_manager takes "" for any session.
+    pytest.param(426, "crash", dict(GO_ON), id="finding-restarted-leader-same-epoch-seed426"),
+]
+
+
+@pytest.mark.parametrize(("seed", "mix", "overrides"), REGRESSION_SEEDS)
+def test_regression_seed(seed, mix, overrides):
+    result = run_seed(seed, replace(MIXES[mix], **overrides))
+    assert not result.violations, result.report()
