@@ -273,6 +273,11 @@ class SimZooKeeper:
     def connected(self) -> bool:
         return self.state == CONNECTED
 
+    @property
+    def session_id(self) -> int | None:
+        """As the bridge's: the session that owns the ephemeral nodes this client creates."""
+        return self.session.session_id if self.session is not None else None
+
     def add_state_listener(self, listener) -> None:
         self._listeners.append(listener)
 
