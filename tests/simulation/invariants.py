@@ -48,6 +48,18 @@ def log_bytes(log_, start: int, end: int) -> bytes:
     return b"".join(out)
 
 
+def entry_start(history: bytes, offset: int) -> int:
+    """The start of the entry of ``history`` holding ``offset``: logs that differ from some
+    byte inside an entry (two entries whose size fields agree) differ from its start."""
+    position = 0
+    while position + 4 <= len(history):
+        following = position + 4 + int.from_bytes(history[position:position + 4], "big")
+        if following > offset:
+            return position
+        position = following
+    return min(position, offset)
+
+
 def first_difference(a: bytes, b: bytes) -> int:
     for i, (x, y) in enumerate(zip(a, b)):
         if x != y:
@@ -66,6 +78,7 @@ class Checker:
         self.acked_writes: list[AckedWrite] = []
         self.acked = 0
         self.lost_with_page_caches = 0
+        self.lost_with_every_in_sync_copy = 0  # acks=all writes whose in-sync holders all crashed
         self.writers: dict[tuple, tuple] = {}  # (tp, leader epoch) -> (broker, incarnation) that appended
         self.isr_mismatch_since: dict[tuple, float] = {}
         self.violations: list[str] = []
@@ -96,6 +109,29 @@ class Checker:
         for write in self.acked_writes:
             if broker_id in write.holders and survived.get(write.tp, 0) < write.end:
                 write.holders.discard(broker_id)
+        self._lost_with_every_in_sync_copy(broker_id, survived)
+
+    def _lost_with_every_in_sync_copy(self, broker_id: int, survived: dict) -> None:
+        """What no member of the ISR holds any more after this crash is lost to clean election,
+        as in Kafka: its other holders were taken out of the ISR earlier (they fell behind, or
+        stopped), and only an ISR member may lead. The "last replica standing" losing its page
+        cache is Kafka's case too (KIP-966's Eligible Leader Replicas address it); the
+        guarantee this checker holds the code to is the one docs/replication.md §9 states: an
+        acknowledged write survives while a replica that holds it stays in the ISR, or
+        stopped without losing it. Counted, not a violation."""
+        for tp in survived:
+            state = self.world.zk_state(tp)[0]
+            if state is None:
+                continue
+            isr = set(state.isr) | {state.leader} - {-1}
+            in_sync = max((h for (b, t), h in self.held.items() if t == tp and b in isr), default=0)
+            for (b, t), held in list(self.held.items()):
+                if t == tp and b not in isr and held > in_sync:
+                    self.held[(b, t)] = in_sync
+            for write in self.acked_writes:
+                if write.tp == tp and write.holders and not write.holders & isr:
+                    write.holders = set()
+                    self.lost_with_every_in_sync_copy += 1
 
     def appended(self, tp, epoch: int, broker) -> None:
         """A leader accepted a client's write at ``epoch``: one broker incarnation per epoch
@@ -170,7 +206,7 @@ class Checker:
             overlap = bytes(history[verified:hw])
             at = first_difference(data, overlap)
             if at < len(overlap):
-                self._diverged(broker, tp, verified + at)
+                self._diverged(broker, tp, entry_start(history, verified + at), log_)
                 return
             if hw > len(history):
                 history.extend(data[len(history) - verified:])
@@ -186,8 +222,11 @@ class Checker:
             held_key = (broker.broker_id, tp)
             self.held[held_key] = max(self.held.get(held_key, 0), matched)
 
-    def _diverged(self, broker, tp, offset: int) -> None:
-        holders = {b: h for (b, t), h in self.held.items() if t == tp and h > offset}
+    def _diverged(self, broker, tp, offset: int, log_) -> None:
+        history = self.history[tp]
+        # A holder's matched prefix may end inside an entry (a new entry whose first bytes, its
+        # size, agree with the old one's): it holds whole entries up to that entry's start.
+        holders = {b: h for (b, t), h in self.held.items() if t == tp and entry_start(history, h) > offset}
         name = f"{tp[0]}-{tp[1]}"
         lost_copies = bool(holders)
         if holders:
@@ -196,7 +235,8 @@ class Checker:
                            f"{sorted(holders)} held as ISR members (up to {max(holders.values())}) and kept on disk"
                            f"{self._diagnosis(tp, offset)}", "committed-data-lost")
         for write in self.acked_writes:
-            if write.tp == tp and write.end > offset and write.holders:
+            if write.tp == tp and write.end > offset and write.holders \
+                    and log_bytes(log_, write.offset, write.end) != write.data:  # not a write made since
                 self.violation(f"acknowledged acks=all write lost: {name} at {write.offset} ({len(write.data)} bytes), "
                                f"held at its acknowledgement by brokers {sorted(write.holders)} which kept their disk; "
                                f"broker {broker.broker_id}'s committed log differs at offset {offset}"

@@ -170,6 +170,16 @@ class ReplicaManager(FollowerRequests):
         if replica is None or state is None or self.stopping or (topic, partition) in self.offline:
             return
         replicas = self.cluster.replicas(topic, partition)
+        if self.session and self.cluster.sessions.get(self.broker_id) != self.session:
+            # Not registered under this run (yet): the registration of a previous run may
+            # linger until its session expires. Kafka's brokers take no replica role before
+            # they register: a follower that joined an ISR under its previous run's
+            # registration would look, once registered, as if it had restarted since.
+            if replica.role is not Role.OFFLINE:
+                replica.fail_waiters(NotLeaderForPartition(f"{replica.name}: broker {self.broker_id} is not registered"))
+                replica.go_offline(state)
+                self.on_follow(replica)
+            return
         if state.leader == self.broker_id and state.leader_session and state.leader_session != self.session:
             # Elected in a previous run: wait for the controller's new epoch (it sees the
             # new registration) rather than lead with what this run's log may lack.
@@ -213,6 +223,9 @@ class ReplicaManager(FollowerRequests):
             self.on_follow(replica)
 
     def _brokers_changed(self, gone: set[int], new: set[int]) -> None:
+        if self.broker_id in new or self.broker_id in gone:  # this run's registration came (or went)
+            for topic, partition in list(self.replicas):
+                self._guarded(self._state_changed, topic, partition)
         if not gone:
             return
         for replica in self.replicas.values():
