@@ -103,7 +103,7 @@ class SimBroker:
         self.logs = LogManager(log_dir, now=self.clock.seconds, policy_for=lambda topic: policy,
                                flusher=InlineFlusher())
         self.logs.open()
-        self.cluster = ClusterState(self.zk)
+        self.cluster = ClusterState(self.zk, clock=self.clock)
         host, port = world.network.address(broker_id)
         # startup_ms makes the creatorId: a restart is a new registration, as after a real one.
         self.registration = BrokerRegistration(
