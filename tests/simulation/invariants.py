@@ -153,7 +153,16 @@ class Checker:
         """An acks=all write was acknowledged; ``copies``: the brokers whose logs hold it now."""
         self.acked += 1
         minimum = self.world.config.min_insync_replicas
-        if len(copies) < minimum and self.world.config.check_min_insync:
+        # An ISR member that held the write when it last fetched and has since lost power
+        # counts for its leader until the leader can know (its fetches stop for the lag time,
+        # or its registration goes): the copy was real when the leader counted it. Kafka's
+        # guarantee under power loss is the same (docs/replication.md §9).
+        state = self.world.zk_state(write.tp)[0]
+        window = self.world.config.lag_time_max_ms / 1000
+        unseen = {b for (b, t), (when, kept) in self.last_crash.items()
+                  if t == write.tp and kept < write.end and state is not None and b in state.isr
+                  and write.at - when <= window} - set(copies)
+        if len(copies) + len(unseen) < minimum and self.world.config.check_min_insync:
             self.violation(f"acks=all write to {write.tp[0]}-{write.tp[1]} at offset {write.offset} acknowledged "
                            f"with {len(copies)} copies {copies} < min.insync.replicas={minimum} (defect 1)", "ack-below-min-insync")
         write.holders = set(copies)
