@@ -34,9 +34,13 @@ REGRESSION_SEEDS = [
     # the same partial entry forever ("the leader's bytes ... fail their check") and the ISR
     # stays the leader alone (liveness).
     pytest.param(1, "large", {**OTHER_DEFECT, "settle_seconds": 20.0}, id="defect3-large-entry-wedges-followers-seed1"),
-    # Defect 5: a replica that restarted and lost its unflushed tail stays in the ISR and is
-    # elected; the complete replicas cut committed data to match it (committed-data-lost).
-    pytest.param(2, "crash", dict(OTHER_DEFECT), id="defect5-restarted-replica-elected-seed2"),
+    # Found with defect 5 (a restarted replica that lost its tail elected; committed-data-lost)
+    # by the first version of the checker. Its schedule takes every ISR member down at once
+    # after power losses, which the guarantee leaves out (docs/replication.md §9), so the
+    # checker no longer counts it as defect 5's, and defect 5's own tests are the process
+    # tests (tests/replication/test_broker_epochs.py, test_controller_zookeeper.py). Kept: a
+    # schedule of repeated crashes of every broker that must run clean.
+    pytest.param(2, "crash", dict(OTHER_DEFECT), id="crashes-of-every-isr-member-seed2"),
     # Defect 8: a consumer reads at an offset inside an entry of this replica (its log was cut
     # and fetched again) and gets bytes that are not whole messages (consumer-partial-entry).
     pytest.param(10, "crash", dict(OTHER_DEFECT), id="defect8-read-inside-an-entry-seed10"),
