@@ -48,8 +48,8 @@ def test_a_restarted_broker_serves_a_replica_only_up_to_its_checkpointed_high_wa
     write_high_watermarks(log_dir, {("r", 0): 12})
     manager.close()
     reopened = make_manager()
-    assert reopened.get_or_create_log("r", 0).end_offset == 12
-    assert reopened.get_or_create_log("r", 0).written_end == 36
+    assert reopened.get_log("r", 0).end_offset == 12
+    assert reopened.get_log("r", 0).written_end == 36
 
 
 def test_a_damaged_checkpoint_hides_every_replica_until_its_leader_answers(make_manager, log_dir):
@@ -59,7 +59,7 @@ def test_a_damaged_checkpoint_hides_every_replica_until_its_leader_answers(make_
     manager.close()
     with open(os.path.join(log_dir, HIGH_WATERMARK_CHECKPOINT), "wb") as f:
         f.write(b"garbage")
-    assert make_manager().get_or_create_log("r", 0).end_offset == 0
+    assert make_manager().get_log("r", 0).end_offset == 0
 
 
 def test_a_0_7_topics_log_is_not_taken_over_as_a_replica(make_manager):

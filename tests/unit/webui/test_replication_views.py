@@ -24,8 +24,9 @@ STATES = {0: PartitionState(0, 3, (0, 1, 2), 4),   # in sync (broker 2's session
           2: PartitionState(-1, 7, (2,), 4)}       # offline
 SNAPSHOT = {  # server.stats.replication_snapshot's shape
     "leader_count": 1, "under_replicated_partitions": 1, "isr_shrinks": 3, "isr_expands": 2,
-    "not_enough_replicas": 1, "follower_lag_max_bytes": 40,
-    "controller": {"active": True, "broker_id": 1, "epoch": 4, "elections": 6, "offline_partitions": 1},
+    "not_enough_replicas": 1, "event_errors": 0, "offline_replicas": 1, "follower_lag_max_bytes": 40,
+    "controller": {"active": True, "broker_id": 1, "epoch": 4, "elections": 6, "fenced_writes": 0,
+                   "offline_partitions": 1},
     "replicas": [
         {"topic": TOPIC, "partition": 0, "role": "following", "fenced": False, "leader": 0, "leader_epoch": 3,
          "replicas": [0, 1, 2], "isr": [0, 1, 2], "high_watermark": 100, "log_end": 120, "lag_bytes": 40,
@@ -149,6 +150,7 @@ def test_metrics_give_the_clusters_replication_and_the_embedded_brokers(cache):
     assert samples[("twisted_broker_isr_shrinks_total", broker)] == 3
     assert samples[("twisted_broker_isr_expands_total", broker)] == 2
     assert samples[("twisted_broker_not_enough_replicas_total", broker)] == 1
+    assert samples[("twisted_broker_offline_replicas", broker)] == 1
     assert samples[("twisted_broker_controller", broker)] == 1
     assert samples[("twisted_broker_controller_epoch", broker)] == 4
     key = (("broker", "1"), ("partition", "0"), ("topic", TOPIC))

@@ -143,7 +143,7 @@ def replication_figures(*, active: bool) -> dict:
     """server.stats.replication_snapshot's shape: broker 7 leads t-1 and follows t-0."""
     return {
         "leader_count": 1, "under_replicated_partitions": 1, "isr_shrinks": 2, "isr_expands": 1,
-        "not_enough_replicas": 4, "follower_lag_max_bytes": 33,
+        "not_enough_replicas": 4, "offline_replicas": 1, "follower_lag_max_bytes": 33,
         "controller": {"active": active, "broker_id": BROKER_ID if active else 3, "epoch": 9 if active else None,
                        "elections": 5, "offline_partitions": 2 if active else 0},
         "replicas": [
@@ -184,10 +184,11 @@ def test_mntr_gives_the_replication_figures(replicated):
     assert found["tb_server_state"] == "controller"
     assert {key: found[f"tb_{key}"] for key in (
         "under_replicated_partitions", "offline_partitions", "leader_count", "replicas", "isr_shrinks",
-        "isr_expands", "not_enough_replicas", "follower_lag_max_bytes", "controller", "controller_id",
-        "controller_epoch")} == {
+        "isr_expands", "not_enough_replicas", "offline_replicas", "follower_lag_max_bytes", "controller",
+        "controller_id", "controller_epoch")} == {
         "under_replicated_partitions": "1", "offline_partitions": "2", "leader_count": "1", "replicas": "3",
-        "isr_shrinks": "2", "isr_expands": "1", "not_enough_replicas": "4", "follower_lag_max_bytes": "33",
+        "isr_shrinks": "2", "isr_expands": "1", "not_enough_replicas": "4", "offline_replicas": "1",
+        "follower_lag_max_bytes": "33",
         "controller": "1", "controller_id": str(BROKER_ID), "controller_epoch": "9"}
     figures["active"] = False
     found = mntr(commands)
