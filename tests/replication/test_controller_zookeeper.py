@@ -85,9 +85,13 @@ def test_a_follower_registered_anew_leaves_the_isr_even_when_never_seen_gone(zk,
     create_topic(zk, "bounced", {0: (0, 1, 2)})
     yield wait_until(lambda: has_state(zk, "bounced", 0, lambda s: s.isr == (0, 1, 2)), "the first state")
     first_registration = zk.exists("/brokers/ids/1").czxid
-    # Broker 1 restarts faster than anyone can see it gone, under the same creatorId (what an
-    # expired session's re-registration looks like too): only its czxid tells.
+    # A renewed session of the same process (the same creatorId: its page cache lived on)
+    # keeps its place: the state records each member's creatorId when it joined.
     reregister(zk, 1)
+    yield wait_until(lambda: node.cluster.broker_epochs.get(1, 0) > first_registration, "the new registration")
+    assert node.cluster.registered_since_state("bounced", 0) == frozenset()
+    # Broker 1 restarts (a new process: a new creatorId) faster than anyone can see it gone.
+    reregister(zk, 1, creator="127.0.0.1-restarted")
     yield wait_until(lambda: has_state(zk, "bounced", 0, lambda s: s.isr == (0, 2)),
                      "broker 1 out of the ISR", timeout_s=5)
     assert node.cluster.broker_epochs[1] == zk.exists("/brokers/ids/1").czxid > first_registration

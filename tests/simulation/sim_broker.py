@@ -14,6 +14,7 @@ builds every object anew over the same directory, with the real recovery.
 from __future__ import annotations
 
 import logging
+import random
 import traceback
 
 from twisted.internet.task import LoopingCall
@@ -116,8 +117,12 @@ class SimBroker:
                                       lag_time_max_ms=config.lag_time_max_ms,
                                       min_insync_replicas=config.min_insync_replicas)
         self.fetchers = Fetchers(self.manager, reactor=self.clock, fetch_wait_max_ms=config.fetch_wait_max_ms,
-                                 fetch_max_bytes=config.fetch_max_bytes, connect=world.network.connector(self))
-        self.controller = Controller(broker_id=broker_id, zk=self.zk, cluster=self.cluster, clock=self.clock)
+                                 fetch_max_bytes=config.fetch_max_bytes, connect=world.network.connector(self),
+                                 rng=random.Random(f"{world.seed}-{broker_id}-{incarnation}-fetchers"))
+        # Their own generators: the global one is shared with every thread of the process
+        # (kazoo's retries, in a pytest worker that ran other tests), which made runs differ.
+        self.controller = Controller(broker_id=broker_id, zk=self.zk, cluster=self.cluster, clock=self.clock,
+                                     rng=random.Random(f"{world.seed}-{broker_id}-{incarnation}-controller"))
         self.stats = BrokerStats(RequestStats(60, self.clock.seconds))
         self.requests = ReplicationRequests(self.manager, stats=self.stats, max_message_size=config.max_message_size,
                                             default_replication_factor=1, num_partitions=1, clock=self.clock)

@@ -15,7 +15,7 @@ from dataclasses import replace
 import pytest
 
 from tests.simulation.mixes import MIXES
-from tests.simulation.world import run_seed
+from tests.simulation.world import run_seed_isolated
 
 OTHER_DEFECT = {"check_min_insync": False, "producers_skip_unsynced": True}
 # Go on after the first violation: the seed's own defect comes after another one's.
@@ -59,5 +59,5 @@ REGRESSION_SEEDS = [
 
 @pytest.mark.parametrize(("seed", "mix", "overrides"), REGRESSION_SEEDS)
 def test_regression_seed(seed, mix, overrides):
-    result = run_seed(seed, replace(MIXES[mix], **overrides))
+    result = run_seed_isolated(seed, replace(MIXES[mix], **overrides))
     assert not result.violations, result.report()

@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from tests.simulation.mixes import MIXES
-from tests.simulation.world import SimConfig, run_seed
+from tests.simulation.world import SimConfig, run_seed, run_seed_isolated
 
 SHORT = {"fault_seconds": 15.0, "settle_seconds": 30.0}
 
@@ -35,5 +35,5 @@ def test_no_faults_no_violations():
 def test_fixed_seeds(mix):
     """Seeds 1000 and 1001 of each mix (short fault phases): no invariant violated."""
     for seed in (1000, 1001):
-        result = run_seed(seed, replace(MIXES[mix], **SHORT))
+        result = run_seed_isolated(seed, replace(MIXES[mix], **SHORT))
         assert not result.violations, f"[mix {mix}] {result.report()}"

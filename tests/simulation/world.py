@@ -16,6 +16,8 @@ import os
 import random
 import shutil
 import tempfile
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
 from dataclasses import dataclass, field
 
 from twisted.internet.task import Clock
@@ -35,7 +37,7 @@ from tests.simulation.sim_disk import DiskModel
 from tests.simulation.sim_network import SimNetwork
 from tests.simulation.sim_zookeeper import SimZooKeeper, ZooKeeperServer
 
-__all__ = ["SimConfig", "World", "run_seed", "Result"]
+__all__ = ["SimConfig", "World", "run_seed", "run_seed_isolated", "Result"]
 
 TOPIC = "sim"
 
@@ -125,7 +127,7 @@ class World:
         self.seed, self.config, self.workdir = seed, config, workdir
         self.verbose = verbose  # every broker log line and trace line printed as it happens
         self.rng = random.Random(seed)
-        random.seed(self.rng.random())  # controller.py and fetcher.py call random.random()
+        random.seed(self.rng.random())  # anything else that draws from the global generator
         self.clock = Clock()
         self.steps = 0
         self._hash = hashlib.sha256()
@@ -279,7 +281,8 @@ class World:
         self.admin_zk.start()
         created = create_replicated_topic(self.admin_zk, TOPIC, partitions=config.partitions,
                                           replication_factor=config.replication_factor,
-                                          live_brokers=list(range(config.brokers)))
+                                          live_brokers=list(range(config.brokers)),
+                                          start=random.Random(f"{self.seed}-topic").randrange(config.brokers))
         created.addErrback(lambda failure: self.checker.violation(f"creating the topic failed: {failure.value!r}",
                                                                   "setup"))
         start = 2.0  # let the first leaders be elected
@@ -323,4 +326,20 @@ def run_seed(seed: int, config: SimConfig | None = None, *, verbose: bool = Fals
         return World(seed, config or SimConfig(), workdir, verbose=verbose).run()
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def run_seed_isolated(seed: int, config: SimConfig | None = None) -> Result:
+    """``run_seed`` in a fresh interpreter with PYTHONHASHSEED=0, as ``make simulate`` runs
+    it: a set of strings iterates in an order that depends on the hash seed, so the same seed
+    takes another path in a process whose hash seed differs (a pytest worker's is random)."""
+    previous = os.environ.get("PYTHONHASHSEED")
+    os.environ["PYTHONHASHSEED"] = "0"  # read by the spawned interpreter at its start
+    try:
+        with ProcessPoolExecutor(1, mp_context=get_context("spawn")) as pool:
+            return pool.submit(run_seed, seed, config).result()
+    finally:
+        if previous is None:
+            del os.environ["PYTHONHASHSEED"]
+        else:
+            os.environ["PYTHONHASHSEED"] = previous
 

@@ -132,13 +132,17 @@ class PartitionState:
     controller epoch of the last controller that wrote it, and the leader's session: the
     ``creatorId`` of the leader's ``/brokers/ids`` registration when it was elected. A broker
     restarted since (a new creatorId) lost what it had not flushed, so it must not go on
-    leading at that epoch: the controller elects again (docs/replication.md §3)."""
+    leading at that epoch: the controller elects again (docs/replication.md §3).
+    ``isr_sessions``: each ISR member's creatorId when it joined the ISR (sorted pairs), so
+    that a member whose process restarted since is told from one whose session was only
+    renewed (same process, same page cache)."""
 
     leader: int
     leader_epoch: int
     isr: tuple[int, ...]
     controller_epoch: int
     leader_session: str = ""
+    isr_sessions: tuple[tuple[int, str], ...] = ()
 
     @property
     def online(self) -> bool:
@@ -146,7 +150,8 @@ class PartitionState:
 
     def encode(self) -> bytes:
         return _dump({"leader": self.leader, "leader_epoch": self.leader_epoch, "isr": list(self.isr),
-                      "controller_epoch": self.controller_epoch, "leader_session": self.leader_session})
+                      "controller_epoch": self.controller_epoch, "leader_session": self.leader_session,
+                      **({"isr_sessions": {str(b): s for b, s in self.isr_sessions}} if self.isr_sessions else {})})
 
     @classmethod
     def decode(cls, value: bytes) -> PartitionState:
@@ -157,7 +162,11 @@ class PartitionState:
         session = data.get("leader_session", "")
         if not isinstance(session, str):
             raise ValueError(f"partition state {value[:80]!r}: leader_session is not a string")
-        return cls(leader, epoch, _broker_ids(data.get("isr"), "partition state isr"), ce, session)
+        sessions = data.get("isr_sessions", {})
+        if not isinstance(sessions, dict) or not all(k.isdigit() and isinstance(v, str) for k, v in sessions.items()):
+            raise ValueError(f"partition state {value[:80]!r}: isr_sessions is not a map of broker ids to strings")
+        return cls(leader, epoch, _broker_ids(data.get("isr"), "partition state isr"), ce, session,
+                   tuple(sorted((int(k), v) for k, v in sessions.items())))
 
 
 @dataclass(frozen=True)

@@ -39,11 +39,12 @@ def plan_topic(topic: str, *, partitions: int, replication_factor: int, live_bro
 
 @inlineCallbacks
 def create_replicated_topic(zk: ZooKeeper, topic: str, *, partitions: int, replication_factor: int,
-                            live_brokers: Collection[int]):
+                            live_brokers: Collection[int], start: int | None = None):
     """Write a new topic's assignment; an existing replicated topic is left as it is.
-    Raises AssignmentError (also for the name of a 0.7 topic) or InvalidTopic."""
+    ``start``: the first partition's first replica (plan_topic). Raises AssignmentError (also
+    for the name of a 0.7 topic) or InvalidTopic."""
     assignment = plan_topic(topic, partitions=partitions, replication_factor=replication_factor,
-                            live_brokers=live_brokers)
+                            live_brokers=live_brokers, start=start)
     if (yield zk.exists(registry_paths.topic_path(topic))) is not None:
         raise Kafka07Topic(f"{topic!r} is a 0.7 topic (registered under {registry_paths.BROKER_TOPICS})")
     try:

@@ -102,9 +102,15 @@ class ClusterState:
         their log may lack what that run had not flushed. Empty when the state's zxid is not
         known yet (a state this broker created; the watch's read brings it)."""
         state, zxid = self.state(topic, partition), self.state_zxids.get((topic, partition))
-        if state is None or zxid is None:
+        if state is None:
             return frozenset()
-        return frozenset(b for b in state.isr if self.broker_epochs.get(b, 0) > zxid)
+        # The creatorId a member had when it joined, where the state records it: a member
+        # whose session was only renewed (same process) did not restart. Else the broker
+        # epoch: registered after the state's last write.
+        recorded = dict(state.isr_sessions)
+        return frozenset(b for b in state.isr if (
+            self.sessions.get(b, recorded[b]) != recorded[b] if b in recorded
+            else zxid is not None and self.broker_epochs.get(b, 0) > zxid))
 
     def offline_for(self, topic: str, partition: int) -> frozenset[int]:
         """The brokers whose log of this partition failed (they list it as offline)."""

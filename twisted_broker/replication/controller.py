@@ -27,7 +27,7 @@ from twisted_broker.registry.zookeeper import BadVersionError, CONNECTED, NodeEx
 from twisted_broker.registry import replication_paths as paths
 from twisted_broker.replication.cluster_state import ClusterState, Subscriber
 from twisted_broker.replication.controller_admin import ControllerAdmin
-from twisted_broker.replication.election import leader_counts, next_state
+from twisted_broker.replication.election import leader_counts, next_state, with_isr_sessions
 from twisted_broker.registry.replication_paths import ControllerInfo, PartitionState
 
 log = logging.getLogger(__name__)
@@ -41,8 +41,9 @@ class Deposed(Exception):
 
 class Controller:
     def __init__(self, *, broker_id: int, zk: ZooKeeper, cluster: ClusterState, clock,
-                 unclean_leader_election: bool = False) -> None:
+                 unclean_leader_election: bool = False, rng: random.Random | None = None) -> None:
         self.broker_id = broker_id
+        self._rng = rng or random.Random()  # the retries' jitter; tests/simulation seeds it
         self._zk = zk
         self._cluster = cluster
         self._clock = clock
@@ -293,6 +294,7 @@ class Controller:
             # carried over from an older one would make the leader refuse to lead.
             state = PartitionState(state.leader, state.leader_epoch, state.isr, state.controller_epoch,
                                    self._cluster.sessions.get(state.leader, ""))
+        state = with_isr_sessions(state, old, self._cluster.sessions)
         try:
             if version is None:
                 yield self.admin.ensure(paths.state_path(topic, partition).rsplit("/", 1)[0])
@@ -319,4 +321,4 @@ class Controller:
         pending = self._retries.get(kind)
         if self._stopped or (pending is not None and pending.active()):
             return
-        self._retries[kind] = self._clock.callLater(CONTROLLER_RETRY_S * (1 + random.random()), call)
+        self._retries[kind] = self._clock.callLater(CONTROLLER_RETRY_S * (1 + self._rng.random()), call)

@@ -65,9 +65,11 @@ def elect_leader(state: PartitionState, replicas: Sequence[int], *, live: Collec
     """
     if state.leader in live and state.leader not in leaving and state.leader not in restarted:
         return None
-    if not state.online:
-        # Its ISR was written when it went offline, without the members restarted before:
-        # one registered since came back after, the first of them leads (as in Kafka).
+    if not state.online and set(state.isr) <= set(restarted):
+        # Every member of its ISR restarted (a cluster restarted whole): none is known to be
+        # more complete than another, and the first of them back leads (as in Kafka). While
+        # one member that did not restart may come back (its session expired, its process and
+        # page cache lived on), the partition waits for it.
         restarted = ()
     candidates = [b for b in replicas if b in state.isr and b in live and b not in leaving and b not in restarted]
     if candidates:
@@ -107,6 +109,21 @@ def next_state(state: PartitionState | None, replicas: Sequence[int], *, live: C
     for follower in [b for b in new.isr if b not in live or b in leaving or b in restarted]:
         new = remove_from_isr(new, follower, controller_epoch=controller_epoch) or new
     return None if new == state else new
+
+
+def with_isr_sessions(new: PartitionState, old: PartitionState | None, sessions: Mapping[int, str]) -> PartitionState:
+    """``new`` with each ISR member's creatorId recorded: kept from ``old`` for a member that
+    was in its ISR, the member's current one (``sessions``) for a member joining."""
+    known = dict(old.isr_sessions) if old is not None else {}
+    elected = new.online and (old is None or new.leader_epoch != old.leader_epoch)
+    entries = []
+    for broker in new.isr:
+        # A new epoch's leader is the reference from now on: its log is what is committed.
+        fresh = old is None or broker not in old.isr or (elected and broker == new.leader)
+        session = sessions.get(broker) if fresh else known.get(broker)
+        if session:
+            entries.append((broker, session))
+    return replace(new, isr_sessions=tuple(sorted(entries)))
 
 
 def remove_from_isr(state: PartitionState, broker_id: int, *, controller_epoch: int) -> PartitionState | None:

@@ -44,8 +44,9 @@ class Fetchers:
     """The fetchers of one broker, one per leader it follows."""
 
     def __init__(self, manager: ReplicaManager, *, reactor, fetch_wait_max_ms: int, fetch_max_bytes: int,
-                 connect_timeout_s: float = 5.0, connect=connect_client) -> None:
+                 connect_timeout_s: float = 5.0, connect=connect_client, rng: random.Random | None = None) -> None:
         self.manager = manager
+        self.rng = rng or random.Random()  # the retries' jitter; tests/simulation seeds it
         self.reactor = reactor
         # ``connect(reactor, host, port, timeout_s=...)`` -> Deferred of a connection with
         # ``request(bytes)`` -> Deferred (error, body), ``disconnected`` and ``close()``:
@@ -134,7 +135,7 @@ class LeaderFetcher:
                 if self._protocol is not None:
                     self._protocol.close()
                     self._protocol = None
-                yield deferLater(reactor, FETCHER_RETRY_S * (0.5 + random.random()), lambda: None)
+                yield deferLater(reactor, FETCHER_RETRY_S * (0.5 + self.fetchers.rng.random()), lambda: None)
         self.running = False
         if self._protocol is not None:  # nothing left to follow there
             self._protocol.close()

@@ -27,6 +27,7 @@ from twisted_broker.registry.zookeeper import BadVersionError, CONNECTED, NoNode
 from twisted_broker.registry import replication_paths as paths
 from twisted_broker.replication.cluster_state import ClusterState, Subscriber
 from twisted_broker.codec.kafka07.replication_errors import NotEnoughReplicas, NotLeaderForPartition
+from twisted_broker.replication.election import with_isr_sessions
 from twisted_broker.replication.follower_requests import FollowerRequests
 from twisted_broker.replication.leader import Decision
 from twisted_broker.replication.log_failures import OfflineReplicas, log_failure
@@ -258,7 +259,8 @@ class ReplicaManager(FollowerRequests):
         if state is None or version is None or state.leader_epoch != leader.leader_epoch:
             leader.isr_write_refused()
             return
-        new = PartitionState(state.leader, state.leader_epoch, isr, state.controller_epoch, state.leader_session)
+        new = with_isr_sessions(PartitionState(state.leader, state.leader_epoch, isr, state.controller_epoch,
+                                               state.leader_session), state, self.cluster.sessions)
         try:
             stat = yield self.zk.set(paths.state_path(topic, partition), new.encode(), version)
         except (BadVersionError, NoNodeError):

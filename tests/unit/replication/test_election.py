@@ -1,6 +1,8 @@
 """Leader election: from the ISR, the broker leading fewest first; offline rather than unclean
 unless asked; nothing written when nothing changes (a new controller re-runs it safely)."""
 
+from dataclasses import replace
+
 import pytest
 
 from twisted_broker.replication.election import (
@@ -163,3 +165,30 @@ def test_a_failed_log_alone_in_the_isr_takes_the_partition_offline_and_is_never_
     assert offline == PartitionState(NO_LEADER, 5, (0,), 2)
     unclean = next_state(state(0, (0,)), REPLICAS, live={1}, leader_counts={}, controller_epoch=2, unclean=True)
     assert unclean == PartitionState(1, 5, (1,), 2)
+
+
+# -- ISR members' creatorIds: a restart is a new process, not a renewed session ------------
+
+from twisted_broker.replication.election import with_isr_sessions  # noqa: E402
+
+
+def test_isr_sessions_keep_each_members_creator_id_from_when_it_joined():
+    old = PartitionState(0, 3, (0, 1), 1, "c0", ((0, "c0"), (1, "c1")))
+    now = {0: "c0", 1: "c1-restarted", 2: "c2"}
+    grown = with_isr_sessions(replace(old, isr=(0, 1, 2)), old, now)
+    assert grown.isr_sessions == ((0, "c0"), (1, "c1"), (2, "c2"))  # 1's is kept: it joined as c1
+    elected = with_isr_sessions(PartitionState(1, 4, (1, 2), 1), grown, now)
+    assert elected.isr_sessions == ((1, "c1-restarted"), (2, "c2"))  # a new epoch's leader is the reference
+    assert PartitionState.decode(elected.encode()) == elected
+
+
+def test_an_offline_partition_waits_for_a_member_that_did_not_restart():
+    offline = PartitionState(NO_LEADER, 5, (0, 1), 1)
+    # 0 restarted (a new process); 1 did not and is away (its session expired): wait for 1.
+    assert elect_leader(offline, (0, 1, 2), live={0, 2}, leader_counts={}, controller_epoch=2,
+                        restarted={0}) is None
+    assert elect_leader(offline, (0, 1, 2), live={0, 1, 2}, leader_counts={}, controller_epoch=2,
+                        restarted={0}) == PartitionState(1, 6, (1,), 2)
+    # Every member restarted (the cluster restarted whole): the first back leads.
+    assert elect_leader(offline, (0, 1, 2), live={0}, leader_counts={}, controller_epoch=2,
+                        restarted={0, 1}) == PartitionState(0, 6, (0,), 2)
