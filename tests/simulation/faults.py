@@ -180,6 +180,7 @@ class FaultSchedule:
         what = "fsync fails with EIO" if fsync else f"writes fail with {'EIO' if failure == EIO else 'ENOSPC'}"
         self.log("disk", f"broker {broker.broker_id}'s disk: {what}")
         self.world.disk.fail(broker.log_dir, failure, fsync=fsync)
+        self.world.checker.disk_failed(broker.broker_id)
         self.later(self.rng.uniform(1.0, 15.0), self._replace_disk, broker.broker_id, broker.incarnation)
 
     def _replace_disk(self, broker_id: int, incarnation: int) -> None:

@@ -84,6 +84,7 @@ class Checker:
         self.isr_mismatch_since: dict[tuple, float] = {}
         self.violations: list[str] = []
         self.last_crash: dict[tuple, tuple[float, int]] = {}  # (broker, tp) -> (time, end kept)
+        self.disk_failures: dict[int, float] = {}  # broker -> when its disk last began to fail
         self.kinds: dict[str, int] = {}  # kind -> times broken (the first of each is in violations)
 
     def violation(self, text: str, kind: str) -> None:
@@ -99,6 +100,9 @@ class Checker:
             key = (broker_id, incarnation, tp)
             if key in table:
                 table[key] = min(table[key], offset)
+
+    def disk_failed(self, broker_id: int) -> None:
+        self.disk_failures[broker_id] = self.world.clock.seconds()
 
     def crashed(self, broker_id: int, survived: dict) -> None:
         """``survived``: tp -> the end offset its log kept."""
@@ -162,6 +166,10 @@ class Checker:
         unseen = {b for (b, t), (when, kept) in self.last_crash.items()
                   if t == write.tp and kept < write.end and state is not None and b in state.isr
                   and write.at - when <= window} - set(copies)
+        # So does one whose disk failed since (its log refuses the write, or lost it with a
+        # failed fsync), until the controller takes it out of the ISR.
+        unseen |= {b for b, when in self.disk_failures.items()
+                   if state is not None and b in state.isr and write.at - when <= window} - set(copies)
         if len(copies) + len(unseen) < minimum and self.world.config.check_min_insync:
             self.violation(f"acks=all write to {write.tp[0]}-{write.tp[1]} at offset {write.offset} acknowledged "
                            f"with {len(copies)} copies {copies} < min.insync.replicas={minimum} (defect 1)", "ack-below-min-insync")
