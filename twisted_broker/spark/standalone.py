@@ -52,6 +52,13 @@ exec "$@"
 """
 
 
+START_ATTEMPTS = 3
+
+
+class MasterPortTaken(RuntimeError):
+    """The master's port was taken between its choice and the master's bind."""
+
+
 def free_port() -> int:
     """A TCP port free on 127.0.0.1 now (the kernel's choice; another process may take it)."""
     with socket.socket() as probe:
@@ -97,10 +104,25 @@ class StandaloneCluster:
         """Start the master and the workers; return once every worker is ALIVE at the master.
         Raises RuntimeError (with the log's last lines) if one exits or the wait times out."""
         home = spark_home(self.python)
-        self.port = self.port or free_port()
-        self.webui_port = self.webui_port or free_port()
+        chosen_port, chosen_ui = self.port, self.webui_port
+        for attempt in range(START_ATTEMPTS):
+            # A port free a moment ago may be taken (by any client socket: the kernel hands
+            # ephemeral ports out of the same range) before the master binds it; the master
+            # then fails (spark.port.maxRetries=0 below) rather than moving to a port its
+            # workers do not know, and the cluster starts again on other ports.
+            self.port, self.webui_port = chosen_port or free_port(), chosen_ui or free_port()
+            try:
+                return self._start_once(home)
+            except MasterPortTaken:
+                if attempt == START_ATTEMPTS - 1 or chosen_port:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _start_once(self, home: Path) -> "StandaloneCluster":
+        self.processes = []
         self.work_dir.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": LOOPBACK, "SPARK_NO_DAEMONIZE": "1"}
+        env = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": LOOPBACK, "SPARK_NO_DAEMONIZE": "1",
+               "SPARK_MASTER_OPTS": (os.environ.get("SPARK_MASTER_OPTS", "") + " -Dspark.port.maxRetries=0").strip()}
         spark_class = str(home / "bin" / "spark-class")
         try:
             self._spawn("master", [spark_class, MASTER_CLASS, "--host", LOOPBACK, "--port", str(self.port),
@@ -140,7 +162,10 @@ class StandaloneCluster:
         while True:
             for name, process in zip(self._names(), self.processes):
                 if process.poll() is not None:
-                    raise RuntimeError(f"the Spark {name} exited ({process.returncode}):\n{self.log_tail(name)}")
+                    tail = self.log_tail(name)
+                    taken = "BindException" in tail or "could not bind" in tail
+                    error = MasterPortTaken if name == "master" and taken else RuntimeError
+                    raise error(f"the Spark {name} exited ({process.returncode}):\n{tail}")
             try:
                 if self.state().get("aliveworkers", 0) >= self.workers:
                     return
