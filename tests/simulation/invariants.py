@@ -163,8 +163,10 @@ class Checker:
         # guarantee under power loss is the same (docs/replication.md §9).
         state = self.world.zk_state(write.tp)[0]
         window = self.world.config.lag_time_max_ms / 1000
+        # (One that kept it on its disk holds it too, though it is down: `copies` counts live
+        # logs only.)
         unseen = {b for (b, t), (when, kept) in self.last_crash.items()
-                  if t == write.tp and kept < write.end and state is not None and b in state.isr
+                  if t == write.tp and state is not None and b in state.isr
                   and write.at - when <= window} - set(copies)
         # So does one whose disk failed since (its log refuses the write, or lost it with a
         # failed fsync), until the controller takes it out of the ISR.
