@@ -318,8 +318,11 @@ class ClusterState:
             self._read_state(topic, partition, generation).addErrback(self._log_failure, f"{topic}-{partition}")
 
     def reread_state(self, topic: str, partition: int) -> Deferred:
-        """Read one state now (after a refused compare-and-set), beside its watch."""
-        return self._read_state(topic, partition, self._generation, watch=False)
+        """Read one state now (after a refused compare-and-set), beside its watch. A failed
+        read is logged, not raised: the watch, or the next resync, reads it again (callers
+        that fire and forget it left "Unhandled error in Deferred" behind)."""
+        return self._read_state(topic, partition, self._generation, watch=False).addErrback(
+            self._log_failure, f"{topic}-{partition}")
 
     def written(self, topic: str, partition: int, state: PartitionState, version: int,
                 zxid: int | None = None) -> None:
