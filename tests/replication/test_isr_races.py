@@ -14,9 +14,9 @@ from __future__ import annotations
 import pytest_twisted
 from kazoo.client import KazooClient
 from twisted.internet import reactor
-from twisted.internet.defer import Deferred, inlineCallbacks
-from twisted.internet.task import deferLater
+from twisted.internet.defer import Deferred
 
+from tests.replication.controller_harness import wait_until
 from twisted_broker.registry import paths as registry_paths
 from twisted_broker.registry import replication_paths as paths
 from twisted_broker.registry.replication_paths import PartitionState, TopicAssignment
@@ -53,15 +53,6 @@ class HeldWrites:
         self.held = []
 
 
-@inlineCallbacks
-def _until(condition, what: str, timeout_s: float = 10.0):
-    for _ in range(int(timeout_s / 0.02)):
-        if condition():
-            return
-        yield deferLater(reactor, 0.02, lambda: None)
-    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-
-
 @pytest_twisted.inlineCallbacks
 def test_a_controller_isr_change_landing_while_the_leaders_write_is_pending_is_not_lost(zk_connect, tmp_path):
     admin = KazooClient(hosts=zk_connect)
@@ -84,29 +75,29 @@ def test_a_controller_isr_change_landing_while_the_leaders_write_is_pending_is_n
                                  lag_time_max_ms=60_000, min_insync_replicas=1)
         manager.start()
         cluster.start()
-        yield _until(lambda: ("t", 0) in manager.replicas and manager.replicas[("t", 0)].role is Role.LEADER,
+        yield wait_until(lambda: ("t", 0) in manager.replicas and manager.replicas[("t", 0)].role is Role.LEADER,
                      "broker 1 to lead t-0")
         replica = manager.replicas[("t", 0)]
 
         # The leader drops broker 3 (its registration ended); its write is held.
         manager._brokers_changed({3}, set())
-        yield _until(lambda: zk.held, "the leader's ISR write")
+        yield wait_until(lambda: zk.held, "the leader's ISR write")
         assert replica.leader.pending_isr == (1, 2)
 
         # Meanwhile the controller drops broker 2 (it restarted), compare-and-set.
         _value, stat = admin.get(STATE)
         admin.set(STATE, PartitionState(1, 0, (1, 3), 1).encode(), version=stat.version)
-        yield _until(lambda: cluster.state("t", 0).isr == (1, 3), "the cache to see the controller's write")
+        yield wait_until(lambda: cluster.state("t", 0).isr == (1, 3), "the cache to see the controller's write")
 
         zk.release()  # the leader's write now finds a newer version: refused
-        yield _until(lambda: replica.leader.pending_isr is None and not zk.held, "the refusal")
+        yield wait_until(lambda: replica.leader.pending_isr is None and not zk.held, "the refusal")
         in_zookeeper = PartitionState.decode(admin.get(STATE)[0]).isr
         # The leader may propose again from what it now knows, but it never counts broker 2,
         # which ZooKeeper says is out of sync, towards its high watermark.
-        yield _until(lambda: 2 not in replica.leader.isr, f"the leader to drop broker 2 (ZooKeeper: {in_zookeeper})",
+        yield wait_until(lambda: 2 not in replica.leader.isr, f"the leader to drop broker 2 (ZooKeeper: {in_zookeeper})",
                      timeout_s=5.0)
         zk.release()
-        yield _until(lambda: tuple(replica.leader.isr) == PartitionState.decode(admin.get(STATE)[0]).isr
+        yield wait_until(lambda: tuple(replica.leader.isr) == PartitionState.decode(admin.get(STATE)[0]).isr
                      and replica.leader.pending_isr is None, "the leader's ISR and ZooKeeper's to agree")
     finally:
         if manager is not None:
