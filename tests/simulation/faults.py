@@ -189,7 +189,9 @@ class FaultSchedule:
         world = self.world
         broker = world.broker(broker_id)
         world.disk.repair(world.broker_dir(broker_id))
-        if broker is not None and broker.incarnation == incarnation:
+        # (A broker restarted since on the failing disk, which gave replicas up again, is
+        # restarted too: a given-up replica comes back only with a new process.)
+        if broker is not None and (broker.incarnation == incarnation or broker.manager.offline.partitions):
             self.log("disk", f"broker {broker_id}'s disk repaired; broker restarted")
             world.crash(broker_id, torn=False)
             world.restart(broker_id)
@@ -213,7 +215,8 @@ class FaultSchedule:
             broker = world.broker(broker_id)
             failed = world.broker_dir(broker_id) in world.disk.write_errors or \
                 world.broker_dir(broker_id) in world.disk.fsync_errors or (
-                    broker is not None and any(r.log.write_error for r in broker.manager.replicas.values()))
+                    broker is not None and (broker.manager.offline.partitions
+                                            or any(r.log.write_error for r in broker.manager.replicas.values())))
             world.disk.repair(world.broker_dir(broker_id))
             if broker is not None and failed:
                 world.crash(broker_id, torn=False)

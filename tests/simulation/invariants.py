@@ -104,6 +104,18 @@ class Checker:
     def disk_failed(self, broker_id: int) -> None:
         self.disk_failures[broker_id] = self.world.clock.seconds()
 
+    def gave_up(self, broker_id: int, tp) -> None:
+        """A broker gave its replica of ``tp`` up because its log failed on disk (KIP-112):
+        that copy is lost to the cluster as a dead disk's would be (the broker neither leads
+        nor follows it again in this process, and the controller takes it out of the ISR), so
+        it holds nothing for the guarantee, which is Kafka's: a write survives while an ISR
+        member that holds it is *alive* (docs/replication.md §9)."""
+        self.held[(broker_id, tp)] = 0
+        for write in self.acked_writes:
+            if write.tp == tp:
+                write.holders.discard(broker_id)
+        self._lost_with_every_in_sync_copy(broker_id, {tp: 0})
+
     def crashed(self, broker_id: int, survived: dict) -> None:
         """``survived``: tp -> the end offset its log kept."""
         for tp, end in survived.items():
@@ -130,7 +142,7 @@ class Checker:
             if state is None:
                 continue
             isr = set(state.isr) | {state.leader} - {-1}
-            everyone_down = not any(self.world.brokers[b].alive for b in isr if b != broker_id)
+            everyone_down = not any(self._serving(b, tp) for b in isr if b != broker_id)
             in_sync = 0 if everyone_down else \
                 max((h for (b, t), h in self.held.items() if t == tp and b in isr), default=0)
             for (b, t), held in list(self.held.items()):
@@ -143,6 +155,11 @@ class Checker:
             if everyone_down:
                 self.world.trace(f"every in-sync replica of {tp[0]}-{tp[1]} {sorted(isr)} is down after a power "
                                  f"loss: what none had flushed may be lost, as in Kafka")
+
+    def _serving(self, broker_id: int, tp) -> bool:
+        """The broker runs and has not given its replica of ``tp`` up on a failed disk."""
+        broker = self.world.brokers[broker_id]
+        return broker.alive and tp not in broker.manager.offline
 
     def appended(self, tp, epoch: int, broker) -> None:
         """A leader accepted a client's write at ``epoch``: one broker incarnation per epoch

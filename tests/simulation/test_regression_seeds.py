@@ -54,6 +54,20 @@ REGRESSION_SEEDS = [
     # leader_session was "" because the controller wrote it while the broker's registration
     # was not in its cache (controller._write), and replica_manager takes "" for any session.
     pytest.param(426, "crash", dict(GO_ON), id="finding-restarted-leader-same-epoch-seed426"),
+    # Finding (defect 5's family): leader 2 lost power and came back before any controller
+    # noticed; ISR follower 1, which held the tail 2 lost, was away (its session expired, its
+    # process lived on). The restarted leader was re-elected to lead on alone ("no other ISR
+    # member is live") and acknowledged acks=all writes were lost (acked-write-lost); now the
+    # partition waits offline for the member that did not restart (election.elect_leader).
+    pytest.param(570033040, "all", {}, id="finding-restarted-leader-leads-over-an-away-isr-member-seed570033040"),
+    # The checker's reading of KIP-112 (docs/replication.md §9): a replica given up on a failed
+    # disk holds nothing for the guarantee; the leader, then alone in the ISR, lost power
+    # (committed-data-lost reported for a copy on a failed disk, by the checker before).
+    pytest.param(570033003, "disk", {}, id="checker-copy-on-a-failed-disk-is-lost-seed570033003"),
+    # The simulator's operator: a broker restarted on a still-failing disk gave its replica up
+    # again, and the disk's repair did not restart it; the partition, whose ISR was that
+    # broker alone, stayed offline (liveness). A given-up replica needs a new process.
+    pytest.param(570033163, "disk", {}, id="sim-disk-repair-restarts-a-broker-that-gave-up-seed570033163"),
 ]
 
 

@@ -25,6 +25,7 @@ from twisted.logger import globalLogPublisher
 
 from twisted_broker.registry.replication_paths import PartitionState, TopicAssignment, state_path, topic_path
 from twisted_broker.replication.admin import create_replicated_topic
+from twisted_broker.replication.log_failures import OfflineReplicas
 from twisted_broker.replication.leader import LeaderPartition
 from twisted_broker.replication.replica import Replica
 from twisted_broker.storage.log_manager import parse_partition_directory
@@ -260,12 +261,19 @@ class World:
                                   "become-leader-raised")
                 raise
         Replica.become_leader = become_leader
+        original_give_up = OfflineReplicas.add
+
+        def give_up(offline, topic, partition, error):  # a probe: the copy on a failed disk is gone
+            original_give_up(offline, topic, partition, error)
+            checker.gave_up(offline.broker_id, (topic, partition))
+        OfflineReplicas.add = give_up
         try:
             with self.disk:
                 self._run(config)
         finally:
             LeaderPartition.follower_fetched = original
             Replica.become_leader = original_lead
+            OfflineReplicas.add = original_give_up
             globalLogPublisher.removeObserver(self._twisted_event)
             logger.removeHandler(handler)
             logger.setLevel(level)

@@ -237,7 +237,7 @@ class Controller:
                     return  # deposed by a refused write, or stopping: not one write more
                 state = cluster.state(topic, partition)
                 restarted = cluster.registered_since_state(topic, partition) | self._restarted_leader(state)
-                new = next_state(state, replicas, live=live - cluster.offline_for(topic, partition),
+                new = next_state(state, replicas, live=live, failed=cluster.offline_for(topic, partition),
                                  leader_counts=counts, controller_epoch=self.epoch, unclean=self._unclean,
                                  leaving=leaving, restarted=restarted)
                 if new is not None:

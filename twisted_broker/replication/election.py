@@ -21,11 +21,14 @@ preferred election          first replica, if live and in the ISR and not leadin
 ISR member restarted        (registered anew since the state was written: its log may lack the
                             tail its previous run had not flushed, KIP-380) never a candidate
                             and out of the ISR; as leader: re-elected, epoch + 1, leading on
-                            itself only if no other ISR member is live. An offline state's
-                            ISR holds no such member (dropped when it went offline): one
-                            registered since came back after, and may lead
-log failed on a broker      the controller passes ``live`` without the brokers that list the
-                            partition offline: elected away, out of the ISR, never elected
+                            itself only if every other ISR member restarted too or its log
+                            failed; while one that did not restart is away (its session
+                            expired, its process and page cache may live on), offline and
+                            waiting for it. An offline state's ISR holds no restarted member
+                            (dropped when it went offline): one registered since came back
+                            after, and may lead
+log failed on a broker      ``failed``: the brokers that list the partition offline: elected
+                            away, out of the ISR, never elected nor waited for
 ==========================  ==================================================================
 
 Each function returns ``None`` when the state need not change, so a controller that re-runs
@@ -55,14 +58,19 @@ def _fewest_leaderships(candidates: Sequence[int], leader_counts: Mapping[int, i
 
 def elect_leader(state: PartitionState, replicas: Sequence[int], *, live: Collection[int],
                  leader_counts: Mapping[int, int], controller_epoch: int, unclean: bool = False,
-                 leaving: Collection[int] = (), restarted: Collection[int] = ()) -> PartitionState | None:
+                 leaving: Collection[int] = (), restarted: Collection[int] = (),
+                 failed: Collection[int] = ()) -> PartitionState | None:
     """The state after the current leader is gone (not in ``live``), ``leaving`` (controlled
-    shutdown) or ``restarted`` (registered anew since this state was written); also brings
-    back an offline partition. None when the leader may stay.
+    shutdown), ``restarted`` (registered anew since this state was written) or ``failed``
+    (its log of the partition failed); also brings back an offline partition. None when the
+    leader may stay.
 
-    Candidates are ISR members that are live, assigned, not leaving and not restarted;
-    ``leader_counts`` is how many partitions each broker leads now.
+    Candidates are ISR members that are live, assigned, not leaving, not restarted and not
+    failed; ``leader_counts`` is how many partitions each broker leads now.
     """
+    if failed:
+        # A failed log is no candidate, and nothing to wait for: like a restart that lost it all.
+        live, restarted = set(live) - set(failed), set(restarted) | set(failed)
     if state.leader in live and state.leader not in leaving and state.leader not in restarted:
         return None
     if not state.online and set(state.isr) <= set(restarted):
@@ -76,9 +84,12 @@ def elect_leader(state: PartitionState, replicas: Sequence[int], *, live: Collec
         leader = _fewest_leaderships(candidates, leader_counts)
         new_isr = tuple(b for b in state.isr if b in live and b not in leaving and b not in restarted)
         return PartitionState(leader, state.leader_epoch + 1, new_isr, controller_epoch)
-    if state.online and state.leader in live and state.leader in restarted and state.leader not in leaving:
-        # No other in-sync replica lives: it leads on, at a new epoch that fences what its
-        # previous run may have answered (its followers' ISR places are the caller's).
+    away = [b for b in state.isr if b != state.leader and b not in live and b not in restarted]
+    if state.online and state.leader in live and state.leader in restarted and state.leader not in leaving \
+            and not away:
+        # No other in-sync replica lives or may come back whole: it leads on, at a new epoch
+        # that fences what its previous run may have answered (its followers' ISR places are
+        # the caller's). While one may come back, the partition waits for it (below).
         return replace(state, leader_epoch=state.leader_epoch + 1, controller_epoch=controller_epoch)
     if unclean:
         outside = [b for b in replicas if b in live and b not in leaving]
@@ -98,14 +109,16 @@ def elect_leader(state: PartitionState, replicas: Sequence[int], *, live: Collec
 
 def next_state(state: PartitionState | None, replicas: Sequence[int], *, live: Collection[int],
                leader_counts: Mapping[int, int], controller_epoch: int, unclean: bool = False,
-               leaving: Collection[int] = (), restarted: Collection[int] = ()) -> PartitionState | None:
+               leaving: Collection[int] = (), restarted: Collection[int] = (),
+               failed: Collection[int] = ()) -> PartitionState | None:
     """Everything the controller changes in one partition: its first state, or an election
     (elect_leader) and then the ISR without the followers that are gone (not in ``live``),
-    ``leaving``, or ``restarted``. None when nothing changes."""
+    ``leaving``, ``restarted`` or ``failed``. None when nothing changes."""
+    live = set(live) - set(failed)
     if state is None:
         return initial_state(replicas, live, controller_epoch=controller_epoch)
     new = elect_leader(state, replicas, live=live, leader_counts=leader_counts, controller_epoch=controller_epoch,
-                       unclean=unclean, leaving=leaving, restarted=restarted) or state
+                       unclean=unclean, leaving=leaving, restarted=restarted, failed=failed) or state
     for follower in [b for b in new.isr if b not in live or b in leaving or b in restarted]:
         new = remove_from_isr(new, follower, controller_epoch=controller_epoch) or new
     return None if new == state else new

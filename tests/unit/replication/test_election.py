@@ -126,11 +126,27 @@ def test_with_only_restarted_followers_left_the_partition_goes_offline_without_t
                         controller_epoch=2, restarted={2}) == PartitionState(2, 6, (2,), 2)
 
 
-def test_a_restarted_leader_is_re_elected_and_leads_on_only_when_no_other_isr_member_lives():
+def test_a_restarted_leader_is_re_elected_and_leads_on_only_when_no_other_isr_member_may_come_back():
     moved = elect_leader(state(0, (0, 1)), REPLICAS, live={0, 1}, leader_counts={}, controller_epoch=2, restarted={0})
     assert moved == PartitionState(1, 5, (1,), 2)
-    alone = elect_leader(state(0, (0, 1)), REPLICAS, live={0}, leader_counts={}, controller_epoch=2, restarted={0})
-    assert alone == PartitionState(0, 5, (0, 1), 2)  # a new epoch; the dead follower is next_state's
+    alone = elect_leader(state(0, (0,)), REPLICAS, live={0, 1}, leader_counts={}, controller_epoch=2, restarted={0})
+    assert alone == PartitionState(0, 5, (0,), 2)  # a new epoch fences what its previous run answered
+    both = elect_leader(state(0, (0, 1)), REPLICAS, live={0, 1}, leader_counts={}, controller_epoch=2,
+                        restarted={0, 1})
+    assert both == PartitionState(0, 5, (0, 1), 2)  # the follower restarted too; it is next_state's
+
+
+def test_a_restarted_leader_waits_for_an_isr_member_that_did_not_restart_and_is_away():
+    # Simulation seed 570033040: leader 2 lost power and came back before the controller
+    # noticed; follower 1, which held what 2 lost, was away (its session expired, its process
+    # lived on). Leading on would have lost acknowledged writes: offline until 1 is back.
+    waiting = next_state(state(2, (2, 1)), REPLICAS, live={2}, leader_counts={}, controller_epoch=2, restarted={2})
+    assert waiting == PartitionState(NO_LEADER, 5, (1,), 2)
+    assert next_state(waiting, REPLICAS, live={1, 2}, leader_counts={}, controller_epoch=2) == \
+        PartitionState(1, 6, (1,), 2)
+    # One whose log failed there is not waited for: the restarted leader leads on.
+    assert next_state(state(2, (2, 1)), REPLICAS, live={1, 2}, leader_counts={}, controller_epoch=2,
+                      restarted={2}, failed={1}) == PartitionState(2, 5, (2,), 2)
 
 
 def test_next_state_drops_restarted_gone_and_leaving_followers_and_keeps_the_leader_and_epoch():
@@ -142,9 +158,10 @@ def test_next_state_drops_restarted_gone_and_leaving_followers_and_keeps_the_lea
     assert next_state(state(0, (0, 1, 2)), REPLICAS, live={0, 1, 2}, leader_counts={}, controller_epoch=2) is None
 
 
-def test_next_state_of_a_restarted_lone_leader_bumps_the_epoch_and_drops_its_dead_follower():
-    assert next_state(state(0, (0, 1)), REPLICAS, live={0}, leader_counts={}, controller_epoch=2,
-                      restarted={0}) == PartitionState(0, 5, (0,), 2)
+def test_next_state_of_a_restarted_lone_leader_bumps_the_epoch_and_drops_its_restarted_follower():
+    # Both restarted (the whole rack lost power): neither is known to be more complete.
+    assert next_state(state(0, (0, 1)), REPLICAS, live={0, 1}, leader_counts={}, controller_epoch=2,
+                      restarted={0, 1}) == PartitionState(0, 5, (0,), 2)
 
 
 def test_a_new_partition_gets_its_first_state_from_next_state():
