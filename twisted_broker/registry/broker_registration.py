@@ -138,6 +138,10 @@ class BrokerRegistration:
                     existing, _ = yield self._zk.get(path)
                 except NoNodeError:
                     continue
+                except Exception as exc:  # the connection lost between the two requests
+                    if not (yield self._after_failure(exc)):
+                        return
+                    continue
                 if existing != self.info.encode():
                     if self._clock.seconds() > deadline and not reported:
                         reported = True  # once: the retries go on quietly
@@ -146,16 +150,22 @@ class BrokerRegistration:
                     yield _sleep(self._clock, 0.5)
                     continue
             except Exception as exc:
-                log.warning("registering broker %d failed (%s); retrying", self.info.broker_id, exc)
-                yield _sleep(self._clock, 1.0)
-                if not self._zk.connected:
-                    return  # the next CONNECTED event starts again
+                if not (yield self._after_failure(exc)):
+                    return
                 continue
             self.registered = True
         self.registrations += 1
         log.info("registered broker %d in ZooKeeper again", self.info.broker_id)
         for topic in sorted(self._topics):
             self._register_topic(topic)
+
+    @inlineCallbacks
+    def _after_failure(self, exc: Exception):
+        """A registration request failed: wait, then True to retry now, False when the
+        connection is down (the next CONNECTED event starts again)."""
+        log.warning("registering broker %d failed (%s); retrying", self.info.broker_id, str(exc) or type(exc).__name__)
+        yield _sleep(self._clock, 1.0)
+        return self._zk.connected
 
     def stop(self) -> Deferred:
         """Close the session: the ephemeral nodes vanish at once."""
