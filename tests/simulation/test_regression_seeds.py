@@ -60,6 +60,25 @@ REGRESSION_SEEDS = [
     # member is live") and acknowledged acks=all writes were lost (acked-write-lost); now the
     # partition waits offline for the member that did not restart (election.elect_leader).
     pytest.param(570033040, "all", {}, id="finding-restarted-leader-leads-over-an-away-isr-member-seed570033040"),
+    # Finding (defect 6's family, on the broker's side): a leader cut from ZooKeeper lost its
+    # session while the controller moved its partition on; on the new session the brokers'
+    # list, read before the states, re-ran the roles on the cached state and unfenced it
+    # ("leader again" at the deposed epoch): it took writes and advanced its high watermark
+    # past what the new leader held (committed-data-lost). Leaders now stay fenced until the
+    # states are read again (ReplicaManager.state_read).
+    pytest.param(572942119, "network", {}, id="finding-leader-unfenced-on-a-stale-state-after-expiry-seed572942119"),
+    # Finding (defect 5's family): a follower whose session had expired (its process alive)
+    # caught up and joined the ISR; the state could name no registration of it, so once it
+    # registered again it counted as restarted and was dropped when the leader went, whose
+    # restarted run then led without the tail only that follower held (committed-data-lost).
+    # A follower joins the ISR only while registered (LeaderPartition.follower_fetched
+    # may_join, Kafka's KIP-841).
+    pytest.param(572942149, "five", {}, id="finding-unregistered-follower-joins-the-isr-seed572942149"),
+    # Finding: the session expiry that made broker 0 controller had also taken broker 1 (which
+    # had lost power); the new controller, its broker cache not yet re-read, elected 1 and
+    # dropped the live holder 2, which had lost only its session; 1 came back without its tail
+    # and led (acked-write-lost). A new controller reads the brokers before it acts.
+    pytest.param(572942160, "all", {}, id="finding-new-controller-elects-on-a-stale-broker-list-seed572942160"),
     # The checker's reading of KIP-112 (docs/replication.md §9): a replica given up on a failed
     # disk holds nothing for the guarantee; the leader, then alone in the ISR, lost power
     # (committed-data-lost reported for a copy on a failed disk, by the checker before).

@@ -241,9 +241,9 @@ class World:
         original = LeaderPartition.follower_fetched
         checker = self.checker
 
-        def follower_fetched(leader, replica, offset, now_ms):  # a probe, the rule unchanged
+        def follower_fetched(leader, replica, offset, now_ms, **kwargs):  # a probe, the rule unchanged
             in_sync, high_watermark = replica in leader.isr, leader.high_watermark
-            decision = original(leader, replica, offset, now_ms)
+            decision = original(leader, replica, offset, now_ms, **kwargs)
             if in_sync and offset < high_watermark and decision.propose_isr is not None \
                     and replica not in decision.propose_isr:
                 checker.follower_dropped(leader, replica, offset, high_watermark)

@@ -194,6 +194,11 @@ class ClusterState:
         if gone or new:
             self._notify("on_brokers", gone, new)
 
+    def read_brokers(self):
+        """Read the registered brokers again now (a new controller's first look: the cache may
+        not have caught up with the expiry that made it controller). A Deferred."""
+        return self._read_brokers(self._generation)
+
     def _brokers_changed(self, generation: int) -> None:
         if generation == self._generation:
             self._read_brokers(generation).addErrback(self._log_failure, "brokers")

@@ -148,7 +148,14 @@ class Controller:
         self.epoch, self._epoch_version, self.controller_id, self.active = epoch, epoch_version, self.broker_id, True
         log.info("broker %d is the controller (controller epoch %d)", self.broker_id, self.epoch)
         self.admin.watch()
-        self.reconcile()
+        # The session expiry that freed the controller node may have taken brokers with it
+        # whose removal the cache has not read yet: electing one of them would drop the live
+        # ISR members (simulation seed 572942160). Kafka's new controller reads the live
+        # brokers first too.
+        read = self._cluster.read_brokers()
+        read.addErrback(lambda failure: log.warning("the new controller's read of the brokers failed: %s",
+                                                    failure.getErrorMessage()))
+        read.addCallback(lambda _: self.reconcile())
 
     def _controller_changed(self, event) -> None:
         self._campaign()

@@ -54,7 +54,8 @@ class FollowerRequests:
             raise OffsetOutOfRange(f"follower {replica_id} fetches {replica.name} from {offset}, past its end "
                                    f"{replica.log.written_end}")
         position = min(flushed_offset, leader.log_end) if self.count_flushed else offset
-        decision = leader.follower_fetched(replica_id, max(position, 0), self._now_ms())
+        decision = leader.follower_fetched(replica_id, max(position, 0), self._now_ms(),
+                                           may_join=replica_id in self.cluster.brokers)
         self._apply(replica, decision)
         return replica
 

@@ -122,8 +122,11 @@ class LeaderPartition:
 
     # -- followers -------------------------------------------------------------------------
 
-    def follower_fetched(self, replica: int, offset: int, now_ms: int) -> Decision:
+    def follower_fetched(self, replica: int, offset: int, now_ms: int, *, may_join: bool = True) -> Decision:
         """Follower ``replica`` asked for data from ``offset``: it holds everything before it.
+        ``may_join``: False while the follower's broker is not registered in ZooKeeper (its
+        session expired): it does not join the ISR then (Kafka's KIP-841), for a member
+        the state cannot name a registration of would look restarted once it registers.
 
         Raises ValueError for a replica that is not assigned, or an offset past the log end
         (the caller answers those with an error and changes nothing)."""
@@ -143,7 +146,7 @@ class LeaderPartition:
             # unflushed tail. It must not stay electable as if it held every committed message.
             return self._shrink([replica])
         decision = self._advance_high_watermark()
-        if (replica not in self.isr and self.pending_isr is None and not self.fenced
+        if (replica not in self.isr and self.pending_isr is None and not self.fenced and may_join
                 and offset >= self.high_watermark and offset >= self.epoch_start_offset):
             return Decision(decision.high_watermark, self._propose((*self.isr, replica)))
         return decision

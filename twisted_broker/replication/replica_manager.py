@@ -62,6 +62,10 @@ class ReplicaManager(FollowerRequests):
         self.replicas: dict[tuple[str, int], Replica] = {}
         self.offline = OfflineReplicas(broker_id=broker_id, zk=zk)  # logs failed here: given up
         self.connected = zk.connected
+        # ZooKeeper's states read in full since the connection last came back: until then the
+        # cache may name this broker leader at an epoch deposed meanwhile (a session that
+        # expired while it was away: simulation seed 572942119), so leaders stay fenced.
+        self.state_read = False
         self.stopping = False
         # Called with a replica whose role became TRUNCATING or that stopped following (set
         # by the fetchers, which then pick it up or drop it).
@@ -85,6 +89,7 @@ class ReplicaManager(FollowerRequests):
             on_resynced=self._resynced))
         self.zk.add_state_listener(self._on_connection)
         self.connected = self.zk.connected  # the broker connected before this service started
+        self.state_read = self.connected and self.cluster.synced
         self._tick.clock = self._checkpoint.clock = self.clock
         self._tick.start(max(min(self.lag_time_max_ms / 4000, 1.0), 0.05), now=False)
         self._checkpoint.start(CHECKPOINT_INTERVAL_S, now=False)
@@ -101,6 +106,7 @@ class ReplicaManager(FollowerRequests):
     def _on_connection(self, state) -> None:
         self.connected = state == CONNECTED
         if not self.connected:
+            self.state_read = False  # (CONNECTED always follows one of these)
             fenced = [r.name for r in self.replicas.values() if r.role is Role.LEADER and not r.fenced]
             for replica in self.replicas.values():
                 if replica.leader is not None:
@@ -108,9 +114,11 @@ class ReplicaManager(FollowerRequests):
             if fenced:
                 log.warning("ZooKeeper connection %s: fenced the leaders of %s until it is back", state,
                             ", ".join(fenced))
-        # On CONNECTED, ClusterState reads everything again; _resynced unfences.
+        # On CONNECTED, ClusterState reads everything again; _resynced unfences (not before:
+        # the brokers' list, read first, calls _state_changed with the states not yet read).
 
     def _resynced(self) -> None:
+        self.state_read = self.connected
         self.offline.publish()  # an ephemeral node: gone with a previous session
         for topic, partition in list(self.replicas):
             self._guarded(self._state_changed, topic, partition)
@@ -196,7 +204,7 @@ class ReplicaManager(FollowerRequests):
                 leader = replica.leader
                 if tuple(leader.isr) != state.isr and leader.pending_isr is None:
                     self._apply(replica, leader.isr_written(state.isr))  # the controller changed it
-                if leader.fenced and self.connected:
+                if leader.fenced and self.connected and self.state_read:
                     leader.unfence()
                     log.info("%s: leader again at epoch %d", replica.name, state.leader_epoch)
                 return
@@ -208,7 +216,7 @@ class ReplicaManager(FollowerRequests):
                 self.on_follow(replica)  # now leader: the fetchers drop it
             if self.count_flushed:
                 replica.log.on_durable = lambda: self.appended(replica) if replica.leader is not None else None
-            if not self.connected:
+            if not (self.connected and self.state_read):
                 replica.leader.fence()
             return
         if replica.role is Role.LEADER:

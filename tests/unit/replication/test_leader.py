@@ -167,3 +167,14 @@ def test_the_high_watermark_never_moves_back_nor_passes_what_an_isr_member_holds
             if b != 0:
                 assert p.high_watermark <= ends[b] or p.followers[b].end is None
         assert p.high_watermark >= before
+
+
+def test_a_follower_whose_broker_is_not_registered_does_not_join_the_isr():
+    # Simulation seed 572942149: a follower whose session had expired caught up and joined; the
+    # state could name no registration of it, so once it registered again it looked restarted
+    # and was dropped from the ISR when the leader died, leaving the leader's lost tail to win.
+    p = leader(isr=(0, 1))
+    p.appended(100)
+    assert p.follower_fetched(1, 100, now_ms=1) == Decision(high_watermark=100)
+    assert p.follower_fetched(2, 100, now_ms=10, may_join=False) == Decision()
+    assert p.follower_fetched(2, 100, now_ms=20) == Decision(propose_isr=(0, 1, 2))

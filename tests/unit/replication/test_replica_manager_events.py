@@ -40,3 +40,44 @@ def test_a_partition_whose_epoch_file_cannot_be_written_does_not_stop_the_others
     roles = {p: manager.replicas[("t", p)].role for p in range(3)}
     assert roles[0] is Role.LEADER and roles[2] is Role.LEADER
     assert manager.event_errors == 1
+
+
+class ListenedZooKeeper(NoZooKeeper):
+    def __init__(self) -> None:
+        self.listeners = []
+
+    def add_state_listener(self, listener) -> None:
+        self.listeners.append(listener)
+
+    def event(self, state) -> None:
+        self.connected = state == "CONNECTED"
+        for listener in self.listeners:
+            listener(state)
+
+
+def test_a_leader_stays_fenced_after_a_new_session_until_the_states_are_read_again(tmp_path):
+    # Simulation seed 572942119: broker 1, cut from ZooKeeper, lost its session while the
+    # controller moved t-0 to broker 2 at epoch 4. On reconnecting, the brokers' list is read
+    # before the states, and its event re-ran the roles on the cached state (broker 1 leads at
+    # epoch 3): "leader again", writes taken and committed at a deposed epoch.
+    zk = ListenedZooKeeper()
+    zk.connected = True
+    cluster = ClusterState(zk)
+    cluster.brokers = {1: ("127.0.0.1", 9001), 2: ("127.0.0.1", 9002)}
+    cluster.assignments = {"t": TopicAssignment({0: (1, 2)})}
+    cluster.states[("t", 0)] = (PartitionState(1, 3, (1,), 1), 0)
+    manager = ReplicaManager(broker_id=1, logs=LogManager(str(tmp_path), now=lambda: 0.0), zk=zk, cluster=cluster,
+                             clock=Clock(), lag_time_max_ms=10_000, min_insync_replicas=1)
+    manager.start()
+    manager._resynced()
+    replica = manager.replicas[("t", 0)]
+    assert replica.role is Role.LEADER and not replica.fenced
+    zk.event("LOST")
+    assert replica.fenced
+    zk.event("CONNECTED")
+    manager._brokers_changed(set(), {1})  # the brokers' list, read first after the new session
+    assert replica.role is Role.LEADER and replica.fenced  # not "leader again" on the old state
+    cluster.states[("t", 0)] = (PartitionState(2, 4, (2,), 2), 1)
+    manager._resynced()
+    assert replica.role is not Role.LEADER
+    manager.stop()
