@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 
-from twisted.internet.defer import inlineCallbacks
+from twisted.internet.defer import gatherResults, inlineCallbacks
 from twisted.internet.task import deferLater
 
 from twisted_broker.errors import PartitionNotReady
@@ -92,31 +92,37 @@ class TopicRequests:
 
     # -- CreateTopics / DeleteTopics -------------------------------------------------------------
 
-    @inlineCallbacks
     def create_topics(self, request: Request):
+        """Every topic of the request at once: their assignments are written together and
+        their leaders awaited together, so a hundred topics take about as long as one (one
+        after another, waiting for each one's leaders, they outlasted the client's timeout:
+        issue 23)."""
         body = request.body
         wait_s = max(body.get("timeout_ms", 0), 0) / 1000
-        answers = []
-        for topic in body["topics"]:
-            name = topic["name"]
-            partitions, factor = topic["num_partitions"], topic["replication_factor"]
-            error, message = kafka_errors.NONE, None
-            if topic.get("assignments"):
-                error, message = kafka_errors.INVALID_REQUEST, "manual replica assignments are not supported"
-            elif partitions < 1:
-                error, message = kafka_errors.INVALID_PARTITIONS, f"{partitions} partitions"
-            elif factor < 1:
-                error, message = kafka_errors.INVALID_REPLICATION_FACTOR, f"replication factor {factor}"
-            elif (yield self.view.topic(name)) is not None:
-                error, message = kafka_errors.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists"
-            elif body.get("validate_only"):
-                error = _name_error(name)
-            else:
-                error = yield self._create(name, partitions, factor, wait_s)
-            if error and message is None:
-                message = kafka_errors.error_name(error)
-            answers.append({"name": name, "error_code": error, "error_message": message})
-        return {"throttle_time_ms": 0, "topics": answers}
+        answers = gatherResults([self._create_one(topic, wait_s, bool(body.get("validate_only")))
+                                 for topic in body["topics"]], consumeErrors=True)
+        return answers.addCallback(lambda topics: {"throttle_time_ms": 0, "topics": topics})
+
+    @inlineCallbacks
+    def _create_one(self, topic: dict, wait_s: float, validate_only: bool):
+        name = topic["name"]
+        partitions, factor = topic["num_partitions"], topic["replication_factor"]
+        error, message = kafka_errors.NONE, None
+        if topic.get("assignments"):
+            error, message = kafka_errors.INVALID_REQUEST, "manual replica assignments are not supported"
+        elif partitions < 1:
+            error, message = kafka_errors.INVALID_PARTITIONS, f"{partitions} partitions"
+        elif factor < 1:
+            error, message = kafka_errors.INVALID_REPLICATION_FACTOR, f"replication factor {factor}"
+        elif (yield self.view.topic(name)) is not None:
+            error, message = kafka_errors.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists"
+        elif validate_only:
+            error = _name_error(name)
+        else:
+            error = yield self._create(name, partitions, factor, wait_s)
+        if error and message is None:
+            message = kafka_errors.error_name(error)
+        return {"name": name, "error_code": error, "error_message": message}
 
     @inlineCallbacks
     def delete_topics(self, request: Request):

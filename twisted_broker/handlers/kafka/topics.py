@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from twisted.application.service import Service
-from twisted.internet.defer import inlineCallbacks
+from twisted.internet.defer import FirstError, gatherResults, inlineCallbacks
 
 from twisted_broker.errors import InvalidTopic
 from twisted_broker.codec.kafka import errors as kafka_errors
@@ -76,6 +76,11 @@ class KafkaClusterView:
         self.controller = controller
         # 0.7 topics: the (broker, local partition) pairs last read, by topic.
         self._pairs: dict[str, tuple[tuple[int, int], ...]] = {}
+        # The other brokers' listeners, kept by a watch on /replication/listeners (None until
+        # first read): a Metadata request asks ZooKeeper nothing for them, for with a thousand
+        # partitions moving, reads queue behind the state watches' (issue 23).
+        self._listeners: dict[int, tuple[str, int]] | None = None
+        self._watching_listeners = False
 
     # -- brokers ----------------------------------------------------------------------------
 
@@ -83,34 +88,68 @@ class KafkaClusterView:
     def brokers(self):
         """{broker id: (host, port)} of the live brokers' modern listeners, this one's always."""
         found = {self.broker_id: (self.host, self.port())}
-        for broker, value in (yield self._other_brokers_nodes(replication_paths.LISTENERS)).items():
+        if self.zk is not None:
+            if self._listeners is None:
+                yield self._watch_listeners()
+            found.update({b: a for b, a in (self._listeners or {}).items() if b != self.broker_id})
+        return found
+
+    def _watch_listeners(self):
+        if not self._watching_listeners:
+            self._watching_listeners = True  # a new session has no watches: read again
+            self.zk.add_state_listener(lambda state: self._read_listeners() if state == CONNECTED else None)
+        return self._read_listeners()
+
+    @inlineCallbacks
+    def _read_listeners(self):
+        path = replication_paths.LISTENERS
+        try:
+            nodes = yield self._other_brokers_nodes(path, watch=lambda event: self._read_listeners(), quiet=False)
+        except UNAVAILABLE_ERRORS as exc:  # kept as they were; the next session reads them again
+            log.warning("reading %s from ZooKeeper failed: %r", path, exc)
+            return
+        found = {}
+        for broker, value in nodes.items():
             try:
                 data = json.loads(value)
                 found[broker] = (str(data["host"]), int(data["port"]))
             except (ValueError, KeyError, TypeError) as exc:
                 log.warning("ignoring %s: %s", listener_path(broker), exc)
-        return found
+        self._listeners = found
 
     @inlineCallbacks
-    def _other_brokers_nodes(self, path: str):
+    def _other_brokers_nodes(self, path: str, *, watch=None, quiet: bool = True):
         """{broker id: value} of the children of ``path`` named by the other brokers' ids
-        (none without ZooKeeper)."""
+        (none without ZooKeeper), read all at once; ``watch`` is set on the children."""
         found = {}
         if self.zk is None:
             return found
         try:
-            names = yield self.zk.get_children(path)
-            for name in names:
-                if name.isdigit() and int(name) != self.broker_id:
-                    try:
-                        found[int(name)], _stat = yield self.zk.get(f"{path}/{name}")
-                    except NoNodeError:
-                        continue
+            names = yield self.zk.get_children(path, watch=watch) if watch else self.zk.get_children(path)
+            ids = [int(name) for name in names if name.isdigit() and int(name) != self.broker_id]
+            values = yield gatherResults([self._value_or_none(f"{path}/{broker}") for broker in ids],
+                                         consumeErrors=True)
+            found = {broker: value for broker, value in zip(ids, values) if value is not None}
         except NoNodeError:
             pass
+        except FirstError as exc:
+            if quiet and isinstance(exc.subFailure.value, UNAVAILABLE_ERRORS):
+                log.warning("reading %s from ZooKeeper failed: %r", path, exc.subFailure.value)
+            else:
+                raise exc.subFailure.value from None
         except UNAVAILABLE_ERRORS as exc:  # answer with what this broker knows itself
+            if not quiet:
+                raise
             log.warning("reading %s from ZooKeeper failed: %r", path, exc)
         return found
+
+    @inlineCallbacks
+    def _value_or_none(self, path: str):
+        try:
+            value, _stat = yield self.zk.get(path)
+        except NoNodeError:
+            return None
+        return value
 
     def controller_id(self) -> int:
         if self.controller is None:
