@@ -17,6 +17,7 @@ help:
 	@echo "make run BROKERS=3  the same with three brokers (ports 9092, 9192, 9292; README.md)"
 	@echo "make test   the whole pytest suite (PYTEST_ARGS='...' passes options to pytest)"
 	@echo "make bench  the benchmark suite, results under bench/results/"
+	@echo "make scale  5 brokers, 1,000 partitions: creation, idle cost, failover, controlled shutdown (SCALE_ARGS='--long')"
 	@echo "make soak   tests/reliability and tests/replication at length (make test runs their short form), with a summary"
 	@echo "make nemesis MINUTES=20  the Jepsen-style run: 5 brokers, 3 ZooKeepers, random faults, a checker (root; docs/nemesis.md)"
 	@echo "make simulate SECONDS=600  seeds of the replication simulation for that long (docs/simulation.md)"
@@ -44,6 +45,16 @@ browser-packages:
 
 bench: $(VENV)/.installed-bench | peer-packages
 	$(VENV)/bin/python -m bench
+
+# Issue 23's scale benchmark (bench/scale.py): ZooKeeper and 5 brokers on loopback, 100 topics of
+# 10 partitions at factor 3; creation, idle CPU/RSS/fds, produce/consume, failover after kill -9
+# and after a session expiry, controlled shutdown; every wait bounded (about 25 min at most).
+# JSON under bench/results/scale-<date>.json. SCALE_ARGS passes options (--long: 4,000
+# partitions; --partitions 200 --brokers 3 --topics 20: the short form; --profile DIR).
+SCALE_ARGS ?=
+.PHONY: scale
+scale: $(VENV)/.installed-test
+	$(VENV)/bin/python -m bench.scale $(SCALE_ARGS)
 
 # tests/reliability and tests/replication at length: >= 20 kill cycles (of a broker, and of a
 # replicated partition's leader under load), >= 100,000 fuzzed frames, 1,000 held
