@@ -296,12 +296,19 @@ class ClusterState:
     @inlineCallbacks
     def _read_state(self, topic: str, partition: int, generation: int, *, watch: bool = True):
         path = paths.state_path(topic, partition)
+        changed = lambda event: self._state_changed(topic, partition, generation)  # noqa: E731
         try:
-            if watch:  # an exists watch also fires on a data change
-                stat = yield self.zk.exists(path, watch=lambda event: self._state_changed(topic, partition, generation))
-                if stat is None:
-                    return  # not created yet by the controller: the watch fires when it is
-            value, stat = yield self.zk.get(path)
+            if watch:
+                # One request, not two: a get's watch fires on a change or a deletion (with a
+                # thousand partitions moving, every state is read again by every broker).
+                try:
+                    value, stat = yield self.zk.get(path, watch=changed)
+                except NoNodeError:
+                    if (yield self.zk.exists(path, watch=changed)) is None:
+                        return  # not created yet by the controller: the watch fires when it is
+                    value, stat = yield self.zk.get(path)
+            else:
+                value, stat = yield self.zk.get(path)
             state = PartitionState.decode(value)
         except NoNodeError:
             return
