@@ -270,6 +270,8 @@ class Controller:
                     self._log_election(topic, partition, state, new, replicas, live, restarted)
             if not all(written):
                 self._schedule("reconcile", self.reconcile)
+                if self.active:
+                    yield self.admin.answer_finished_shutdowns(leaving)
                 return
         self.offline_partitions = sum(1 for state, _v in cluster.states.values() if not state.online)
         if self.active:
