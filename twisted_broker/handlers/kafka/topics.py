@@ -104,7 +104,7 @@ class KafkaClusterView:
     def _read_listeners(self):
         path = replication_paths.LISTENERS
         try:
-            nodes = yield self._other_brokers_nodes(path, watch=lambda event: self._read_listeners(), quiet=False)
+            nodes = yield self._other_brokers_nodes(path, watch=lambda event: self._read_listeners())
         except UNAVAILABLE_ERRORS as exc:  # kept as they were; the next session reads them again
             log.warning("reading %s from ZooKeeper failed: %r", path, exc)
             return
@@ -118,30 +118,22 @@ class KafkaClusterView:
         self._listeners = found
 
     @inlineCallbacks
-    def _other_brokers_nodes(self, path: str, *, watch=None, quiet: bool = True):
+    def _other_brokers_nodes(self, path: str, *, watch=None):
         """{broker id: value} of the children of ``path`` named by the other brokers' ids
-        (none without ZooKeeper), read all at once; ``watch`` is set on the children."""
-        found = {}
+        (none without ZooKeeper, or without ``path``), read all at once; ``watch`` is set on
+        the children. ZooKeeper's unavailability errors are raised."""
         if self.zk is None:
-            return found
+            return {}
         try:
             names = yield self.zk.get_children(path, watch=watch) if watch else self.zk.get_children(path)
             ids = [int(name) for name in names if name.isdigit() and int(name) != self.broker_id]
             values = yield gatherResults([self._value_or_none(f"{path}/{broker}") for broker in ids],
                                          consumeErrors=True)
-            found = {broker: value for broker, value in zip(ids, values) if value is not None}
         except NoNodeError:
-            pass
+            return {}
         except FirstError as exc:
-            if quiet and isinstance(exc.subFailure.value, UNAVAILABLE_ERRORS):
-                log.warning("reading %s from ZooKeeper failed: %r", path, exc.subFailure.value)
-            else:
-                raise exc.subFailure.value from None
-        except UNAVAILABLE_ERRORS as exc:  # answer with what this broker knows itself
-            if not quiet:
-                raise
-            log.warning("reading %s from ZooKeeper failed: %r", path, exc)
-        return found
+            raise exc.subFailure.value from None
+        return {broker: value for broker, value in zip(ids, values) if value is not None}
 
     @inlineCallbacks
     def _value_or_none(self, path: str):
@@ -203,7 +195,13 @@ class KafkaClusterView:
             return ()
         if self.logs.has_topic(topic):
             counts[self.broker_id] = self.partitions_for(topic)
-        for broker, value in (yield self._other_brokers_nodes(registry_paths.topic_path(topic))).items():
+        path = registry_paths.topic_path(topic)
+        try:
+            nodes = yield self._other_brokers_nodes(path)
+        except UNAVAILABLE_ERRORS as exc:  # answer with what this broker knows itself
+            log.warning("reading %s from ZooKeeper failed: %r", path, exc)
+            nodes = {}
+        for broker, value in nodes.items():
             try:
                 counts[broker] = registry_paths.decode_partition_count(value)
             except ValueError:
