@@ -50,5 +50,5 @@ def test_two_hundred_partitions_fail_over_and_shut_down_within_the_bounds(tmp_pa
         assert acked["acked"] == acked["of"], (name, acked)
         assert phase["recovery"]["s"] is not None, (name, phase["recovery"])
     shutdown = phases["controlled_shutdown"]
-    assert not shutdown["killed_at_bound"] and shutdown["leaderships_left_at_exit"] == 0, shutdown
+    assert not shutdown["killed_at_bound"] and shutdown["leaderships_left_at_exit"] == 0, json.dumps(shutdown)
     assert shutdown["exit_s"] <= 5 * SLACK, shutdown

@@ -203,7 +203,11 @@ class ReplicaManager(FollowerRequests):
             if replica.role is Role.LEADER and replica.leader_epoch == state.leader_epoch:
                 leader = replica.leader
                 if tuple(leader.isr) != state.isr and leader.pending_isr is None:
-                    self._apply(replica, leader.isr_written(state.isr))  # the controller changed it
+                    # The controller changed it (a follower's broker gone, a controlled
+                    # shutdown): counted as this leader's own writes are, since on a broker's
+                    # loss the controller and the leader race to remove it and either may win.
+                    self._count_isr_change(leader.isr, state.isr)
+                    self._apply(replica, leader.isr_written(state.isr))
                 if leader.fenced and self.connected and self.state_read:
                     leader.unfence()
                     log.info("%s: leader again at epoch %d", replica.name, state.leader_epoch)
@@ -287,14 +291,16 @@ class ReplicaManager(FollowerRequests):
             return
         if replica.leader is not leader:
             return  # deposed while writing
-        grew = len(isr) > len(leader.isr)
-        if grew:
-            self.isr_expands += 1
-        else:
-            self.isr_shrinks += 1
+        self._count_isr_change(leader.isr, isr)
         log.info("%s: ISR %s -> %s", replica.name, list(leader.isr), list(isr))
         self.cluster.written(topic, partition, new, stat.version, stat.mzxid)
         self._apply(replica, leader.isr_written(isr))
+
+    def _count_isr_change(self, before, after) -> None:
+        if len(after) > len(before):
+            self.isr_expands += 1
+        elif len(after) < len(before):
+            self.isr_shrinks += 1
 
     # -- hooks for the broker ------------------------------------------------------------
 

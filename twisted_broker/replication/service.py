@@ -45,11 +45,20 @@ class ReplicationService(Service):
     @inlineCallbacks
     def stopService(self):
         super().stopService()
-        if self._controlled_shutdown and self._zk.connected and self.manager.leader_count():
+        if self._controlled_shutdown and self._zk.connected and self._has_a_part():
             yield self._move_leaderships_away()
         self.fetchers.stop()
         self.manager.stop()
         self.controller.stop()
+
+    def _has_a_part(self) -> bool:
+        """Whether the controller has something to move: a leadership this broker holds, or one
+        (or an ISR place) the state in ZooKeeper gives it that it has not applied yet (a loaded
+        broker can be told it leads a moment before it acts on it; stopping then would leave
+        those partitions to a failover instead)."""
+        me = self.manager.broker_id
+        return bool(self.manager.leader_count()) or any(
+            state.leader == me or me in state.isr for state, _version in self.cluster.states.values())
 
     @inlineCallbacks
     def _move_leaderships_away(self):

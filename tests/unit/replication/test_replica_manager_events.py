@@ -81,3 +81,25 @@ def test_a_leader_stays_fenced_after_a_new_session_until_the_states_are_read_aga
     manager._resynced()
     assert replica.role is not Role.LEADER
     manager.stop()
+
+
+def test_an_isr_the_controller_shrank_or_grew_counts_on_the_leader(tmp_path):
+    # On a follower's loss the controller and the leader race to take it out of the ISR; when
+    # the controller wins, the leader's write is refused, and the shrink its /metrics show must
+    # still be counted (CI run of 2026-12-06: 20 s without an ISR shrink on the leader).
+    zk = NoZooKeeper()
+    cluster = ClusterState(zk)
+    cluster.brokers = {1: ("127.0.0.1", 9001), 2: ("127.0.0.1", 9002)}
+    cluster.assignments = {"t": TopicAssignment({0: (1, 2)})}
+    cluster.states[("t", 0)] = (PartitionState(1, 3, (1, 2), 1), 0)
+    manager = ReplicaManager(broker_id=1, logs=LogManager(str(tmp_path), now=lambda: 0.0), zk=zk, cluster=cluster,
+                             clock=Clock(), lag_time_max_ms=10_000, min_insync_replicas=1)
+    manager._resynced()
+    assert manager.replicas[("t", 0)].role is Role.LEADER
+    cluster.states[("t", 0)] = (PartitionState(1, 3, (1,), 2), 1)  # the controller's write
+    manager._state_changed("t", 0)
+    assert (manager.isr_shrinks, manager.isr_expands) == (1, 0)
+    assert tuple(manager.replicas[("t", 0)].leader.isr) == (1,)
+    cluster.states[("t", 0)] = (PartitionState(1, 3, (1, 2), 2), 2)
+    manager._state_changed("t", 0)
+    assert (manager.isr_shrinks, manager.isr_expands) == (1, 1)
