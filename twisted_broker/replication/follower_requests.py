@@ -1,9 +1,9 @@
 """The leader's side of its followers' requests: their fetches (each records the follower's
 position, which moves the ISR and the high watermark) and their "where does my epoch end"
-questions, checked against this broker's roles; and the wake-up of fetches held for new data.
-
+questions, checked against this broker's roles; 
 A mixin of ReplicaManager (replica_manager.py), which holds the replicas, the cluster cache,
 the clock and ``_apply``/``_state_changed``; it is apart only to keep each module readable.
+The held fetches themselves wait in ``fetch_waiters`` (fetch_waiters.py).
 """
 
 from __future__ import annotations
@@ -17,18 +17,6 @@ from twisted_broker.replication.replica import Replica, Role
 
 
 class FollowerRequests:
-    def _schedule_fetch_wake(self) -> None:
-        # After this reactor step, not inside each append: one answer to a waiting follower
-        # then carries everything the step appended (many produce requests arrive per read).
-        if self.fetch_waiters and self._fetch_wake is None:
-            self._fetch_wake = self.clock.callLater(0, self._wake_fetch_waiters)
-
-    def _wake_fetch_waiters(self) -> None:
-        self._fetch_wake = None
-        waiters, self.fetch_waiters = self.fetch_waiters, []
-        for wake in waiters:
-            wake()
-
     def follower_fetch(self, replica_id: int, topic: str, partition: int, leader_epoch: int, offset: int,
                        flushed_offset: int):
         """Check a follower's fetch and record its position (its durable one under

@@ -28,6 +28,7 @@ from twisted_broker.registry import replication_paths as paths
 from twisted_broker.replication.cluster_state import ClusterState, Subscriber
 from twisted_broker.codec.kafka07.replication_errors import NotEnoughReplicas, NotLeaderForPartition
 from twisted_broker.replication.election import with_isr_sessions
+from twisted_broker.replication.fetch_waiters import FetchWaiters
 from twisted_broker.replication.follower_requests import FollowerRequests
 from twisted_broker.replication.leader import Decision
 from twisted_broker.replication.log_failures import OfflineReplicas, log_failure
@@ -71,10 +72,10 @@ class ReplicaManager(FollowerRequests):
         # by the fetchers, which then pick it up or drop it).
         self.on_follow: Callable[[Replica], object] = lambda replica: None
         # Followers' fetches held for new data (handlers/kafka07/replication_requests.py): woken by appends.
-        self.fetch_waiters: list[Callable[[], object]] = []
-        self._fetch_wake = None  # the pending call that wakes them
+        self.fetch_waiters = FetchWaiters(clock)
         self._tick = LoopingCall(self._tick_leaders)
         self._checkpoint = LoopingCall(self.checkpoint_high_watermarks)
+        self._checkpointed: dict[tuple[str, int], int] = {}  # what the file holds
         # Figures for /metrics and the debug port.
         self.isr_shrinks = 0
         self.isr_expands = 0
@@ -178,6 +179,7 @@ class ReplicaManager(FollowerRequests):
         state = self.cluster.state(topic, partition)
         if replica is None or state is None or self.stopping or (topic, partition) in self.offline:
             return
+        self.fetch_waiters.changed()  # a held fetch's answer may now carry an error
         replicas = self.cluster.replicas(topic, partition)
         if self.session and self.cluster.sessions.get(self.broker_id) != self.session:
             # Not registered under this run (yet): the registration of a previous run may
@@ -259,6 +261,7 @@ class ReplicaManager(FollowerRequests):
 
     def _apply(self, replica: Replica, decision: Decision) -> None:
         if decision.high_watermark is not None:
+            self.fetch_waiters.changed()
             replica.log.publish_to(decision.high_watermark)
             replica.release_waiters(decision.copies)
         if decision.propose_isr is not None:
@@ -338,7 +341,7 @@ class ReplicaManager(FollowerRequests):
         """The broker appended to a leader's log."""
         if replica.leader is not None:
             self._apply(replica, replica.leader.appended(self._leader_end(replica)))
-        self._schedule_fetch_wake()
+        self.fetch_waiters.appended((replica.topic, replica.partition))
 
     def _leader_end(self, replica: Replica) -> int:
         return replica.log.flushed_end if self.count_flushed else replica.log.written_end
@@ -352,10 +355,11 @@ class ReplicaManager(FollowerRequests):
 
     def checkpoint_high_watermarks(self) -> None:
         offsets = {key: r.log.end_offset for key, r in self.replicas.items()}
-        if not offsets:
-            return
+        if not offsets or offsets == self._checkpointed:
+            return  # an idle broker writes (and fsyncs) nothing
         try:
             write_high_watermarks(self.logs.log_dir, offsets)
+            self._checkpointed = offsets
         except OSError as exc:
             log.error("writing the high watermark checkpoint failed: %s", exc)
 

@@ -58,48 +58,59 @@ class ReplicationRequests:
     # -- follower fetches -------------------------------------------------------------------
 
     def replica_fetch(self, request: ReplicaFetchRequest) -> list | Deferred:
-        """The answer, or a Deferred of it while nothing is new (woken by appends).
+        """The answer, or a Deferred of it while nothing is new (woken by an append to one of
+        its partitions, replication/fetch_waiters.py).
 
         A held fetch records the follower's position again when woken, so it must not wake
         for a follower that has moved on: its connection closed (the connection cancels the
         Deferred: the wait is dropped, no position touched), or died unseen while the follower
         fetched through a new one (a fetch of the follower was recorded since this one: it
         gets an empty answer, nobody reads it). Recording the old offset would drop a healthy
-        follower from the ISR: it looks as if it fetched from below the high watermark."""
+        follower from the ISR: it looks as if it fetched from below the high watermark.
+
+        A wait that runs out with nothing changed since it was held (no append, high
+        watermark or role anywhere on this broker) is answered with what the fetch found
+        then: the same answer, without reading every partition again (an idle follower's
+        position was recorded when it asked)."""
         pieces, found = self._replica_fetch_pieces(request)
         if found or request.max_wait_ms <= 0:
             return pieces
         _close_regions(pieces)
+        waiters = self.manager.fetch_waiters
+        keys = [(part.topic, part.partition) for part in request.partitions]
         seen = self._fetch_counts(request)
+        changes = waiters.changes
 
         def dropped(_waiting) -> None:
             if timer.active():
                 timer.cancel()
-            if wake in self.manager.fetch_waiters:
-                self.manager.fetch_waiters.remove(wake)
+            waiters.drop(keys, wake)
 
         waiting: Deferred = Deferred(dropped)
-        timer = self.clock.callLater(request.max_wait_ms / 1000, lambda: wake())
 
-        def wake() -> None:
-            nonlocal seen
+        def wake(timed_out: bool = False) -> None:
+            nonlocal seen, pieces, changes
             if waiting.called:
+                return
+            if timed_out and waiters.changes == changes:
+                dropped(waiting)
+                waiting.callback(pieces)  # headers only: a follower that moved on reads nothing from it
                 return
             if self._fetch_counts(request) != seen:
                 dropped(waiting)
                 waiting.callback(self._empty_answer(request))
                 return
             pieces, found = self._replica_fetch_pieces(request)
-            seen = self._fetch_counts(request)
-            if not found and timer.active():  # another partition's append: wait on
+            seen, changes = self._fetch_counts(request), waiters.changes
+            if not found and timer.active():  # an append the follower does not read yet (flushed visibility)
                 _close_regions(pieces)
-                self.manager.fetch_waiters.append(wake)
+                waiters.hold(keys, wake)
                 return
-            if timer.active():
-                timer.cancel()
+            dropped(waiting)
             waiting.callback(pieces)
 
-        self.manager.fetch_waiters.append(wake)
+        timer = self.clock.callLater(request.max_wait_ms / 1000, wake, True)
+        waiters.hold(keys, wake)
         return waiting
 
     def _fetch_counts(self, request: ReplicaFetchRequest) -> list:

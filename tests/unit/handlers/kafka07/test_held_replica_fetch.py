@@ -20,6 +20,7 @@ from twisted_broker.codec.kafka07.replication import (
 )
 from twisted_broker.handlers.kafka07.replication_requests import ReplicationRequests
 from twisted_broker.registry.replication_paths import PartitionState
+from twisted_broker.replication.fetch_waiters import FetchWaiters
 from twisted_broker.replication.replica import Replica
 from twisted_broker.storage.log import LogPolicy
 from twisted_broker.storage.log_directory import open_log_directory
@@ -37,7 +38,7 @@ class Manager:
         self.replicas = {(replica.topic, replica.partition): replica}
         self.cluster = None
         self.clock = clock
-        self.fetch_waiters: list = []
+        self.fetch_waiters = FetchWaiters(clock)
         self.proposals: list[tuple[int, ...]] = []
 
     def follower_fetch(self, replica_id, topic, partition, leader_epoch, offset, flushed_offset):
@@ -48,12 +49,11 @@ class Manager:
 
     def appended(self, replica: Replica) -> None:
         self._apply(replica, replica.leader.appended(replica.log.flushed_end))
-        waiters, self.fetch_waiters = self.fetch_waiters, []
-        for wake in waiters:
-            wake()
+        self.fetch_waiters.appended((replica.topic, replica.partition))
 
     def _apply(self, replica, decision) -> None:
         if decision.high_watermark is not None:
+            self.fetch_waiters.changed()
             replica.log.publish_to(decision.high_watermark)
             replica.release_waiters(decision.copies)
         if decision.propose_isr is not None:
@@ -106,7 +106,7 @@ def test_a_held_fetch_cancelled_with_its_connection_is_dropped_and_records_nothi
     replica, manager, handler, clock, held, again = held_then_moved_on(tmp_path)
     held.addErrback(lambda failure: None)
     held.cancel()  # its connection closed (network/connection.py cancels the answer)
-    assert len(manager.fetch_waiters) == 1  # the new connection's
+    assert manager.fetch_waiters.waiting(("r", 0)) == 1  # the new connection's
     clock.advance(0.5)  # every wait ends
     assert manager.proposals == []  # the follower stays in the ISR
     assert replica.leader.followers[1].end == replica.log.end_offset
@@ -121,3 +121,36 @@ def test_a_held_fetch_whose_follower_fetched_since_is_answered_empty_and_records
     [stale] = answer_of(held.result)
     assert (stale.error, stale.high_watermark, len(stale.messages)) == (0, replica.log.end_offset, 0)
     assert [a.error for a in answer_of(again.result)] == [0]
+
+
+def counting_reads(manager) -> list:
+    calls = []
+    real = manager.follower_fetch
+
+    def follower_fetch(*args):
+        calls.append(args)
+        return real(*args)
+    manager.follower_fetch = follower_fetch
+    return calls
+
+
+def test_a_held_fetch_whose_wait_runs_out_with_nothing_new_is_answered_without_reading_again(tmp_path):
+    # Issue 23: an idle follower's fetch of many partitions was read in full twice per wait.
+    replica, manager, handler, clock = leader_with_a_follower(tmp_path)
+    reads = counting_reads(manager)
+    held = fetch(handler, 0, 0)
+    assert isinstance(held, Deferred) and len(reads) == 1
+    clock.advance(0.5)
+    assert len(reads) == 1
+    [answer] = answer_of(held.result)
+    assert (answer.error, answer.high_watermark, answer.log_end, len(answer.messages)) == (0, 0, 0, 0)
+
+
+def test_a_held_fetch_wakes_for_an_append_to_its_partition_and_reads_it(tmp_path):
+    replica, manager, handler, clock = leader_with_a_follower(tmp_path)
+    held = fetch(handler, 0, 0)
+    replica.log.append(validate_message_set(encode_message_set([b"one"])))
+    manager.appended(replica)
+    clock.advance(0)  # the wake comes after the reactor step, before the wait runs out
+    [answer] = answer_of(held.result)
+    assert answer.error == 0 and len(answer.messages) > 0
