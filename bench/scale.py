@@ -166,13 +166,13 @@ class ScaleRun:
         settled = sc.full_isr(self.states.read(), FACTOR, live) == len(self.partitions)
         meter = sc.CpuMeter({**{str(b): pid for b, pid in brokers.items()},
                              "zookeeper": self.cluster.zookeeper_pid()})
-        time.sleep(IDLE_S)
+        time.sleep(self.args.idle_seconds)
         cores = meter.cores()
         states = self.states.read()
         leaders = sc.leader_counts(states)
         replicas = {b: sum(1 for t, p in self.partitions if states[(t, p)] and b in states[(t, p)].isr)
                     for b in brokers}
-        figures = {"seconds": IDLE_S, "settled_at_start": settled, "zookeeper_cores": cores["zookeeper"]["cores"],
+        figures = {"seconds": self.args.idle_seconds, "settled_at_start": settled, "zookeeper_cores": cores["zookeeper"]["cores"],
                    "machine_busy_cores": cores["machine_busy_cores"], "loadavg": os.getloadavg(), "brokers": {
                        str(b): {**cores[str(b)], **sc.process_figures(pid), "in_sync_replicas": replicas[b],
                                 "leaderships": leaders.get(b, 0)} for b, pid in brokers.items()}}
@@ -317,6 +317,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--partitions", type=int, default=1000)
     parser.add_argument("--brokers", type=int, default=5)
     parser.add_argument("--topics", type=int, default=100)
+    parser.add_argument("--idle-seconds", type=float, default=IDLE_S, help="how long the idle phase measures")
     parser.add_argument("--long", action="store_true", help="4,000 partitions in 400 topics, every bound x2")
     parser.add_argument("--bounds-factor", type=float, default=1.0, help="multiply every wait's bound")
     parser.add_argument("--operation-timeout", type=float, default=0.0, metavar="S",

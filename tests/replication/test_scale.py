@@ -27,7 +27,7 @@ SLACK = 2.0
 def test_two_hundred_partitions_fail_over_and_shut_down_within_the_bounds(tmp_path):
     out = tmp_path / "scale.json"
     bench = subprocess.Popen([sys.executable, "-m", "bench.scale", "--partitions", "200", "--brokers", "3",
-                              "--topics", "20", "--out", str(out)],
+                              "--topics", "20", "--idle-seconds", "2", "--out", str(out)],
                              cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         output, _ = bench.communicate(timeout=270)

@@ -363,6 +363,15 @@ class ReplicaManager(FollowerRequests):
         except OSError as exc:
             log.error("writing the high watermark checkpoint failed: %s", exc)
 
+    def fence_leaders(self) -> int:
+        """Refuse writes on every partition led here (a controlled shutdown moved them, or
+        will have once the states are read); returns how many. A state read afterwards that
+        still names this broker leader (nobody else could take it) unfences it."""
+        leaders = [r.leader for r in self.replicas.values() if r.role is Role.LEADER and not r.leader.fenced]
+        for leader in leaders:
+            leader.fence()
+        return len(leaders)
+
     def leader_count(self) -> int:
         return sum(r.role is Role.LEADER for r in self.replicas.values())
 

@@ -4,7 +4,8 @@ replicas and their fetchers, started after the broker listens and registers, sto
 Stop is a controlled shutdown (``controlled.shutdown.enable``, docs/replication.md §3): the
 broker asks the controller to move its leaderships away, by an ephemeral node the controller
 answers with ``done``, and waits for that (at most ``controlled.shutdown.max.ms``) while it
-still serves; then the fetchers stop and the high watermarks are checkpointed.
+still serves; then its leaders take no more writes, the fetchers stop and the high
+watermarks are checkpointed.
 """
 
 from __future__ import annotations
@@ -79,12 +80,14 @@ class ReplicationService(Service):
                 log.warning("controlled shutdown: no answer from the controller within %.1f s; stopping with %d "
                             "leadership(s)", self._controlled_shutdown_max_s, self.manager.leader_count())
                 return
-            # The controller has written the new states; wait (briefly) until this broker has
-            # seen them, so it takes no more writes as leader.
-            while self.manager.leader_count() and self._reactor.seconds() - started < self._controlled_shutdown_max_s:
-                yield deferLater(self._reactor, SHUTDOWN_POLL_S, lambda: None)
-            log.info("controlled shutdown: leaderships moved away in %.2f s (%d left)",
-                     self._reactor.seconds() - started, self.manager.leader_count())
+            # The controller has written the new states. Rather than wait until this broker
+            # has read and applied each of them (hundreds of reads at scale: issue 23), it
+            # takes no more writes as leader now (a write taken after the new leader's epoch
+            # began would be lost); a partition no other in-sync replica could take is
+            # unavailable from now, a moment before the stop that follows at once.
+            fenced = self.manager.fence_leaders()
+            log.info("controlled shutdown: leaderships moved away in %.2f s (%d fenced here until the states arrive)",
+                     self._reactor.seconds() - started, fenced)
         except (NoNodeError, Exception) as exc:  # ZooKeeper went away: stop as a plain stop does
             log.warning("controlled shutdown failed: %s", exc)
 
