@@ -32,9 +32,10 @@ def plan_topic(topic: str, *, partitions: int, replication_factor: int, live_bro
                start: int | None = None) -> TopicAssignment:
     """The assignment of a new topic. Raises InvalidTopic or AssignmentError."""
     check_topic_name(topic)
+    shift = random.randrange(max(len(live_brokers), 1)) if start is None else start
     start = random.randrange(max(len(live_brokers), 1)) if start is None else start
     return TopicAssignment(assign_replicas(live_brokers, partitions=partitions,
-                                           replication_factor=replication_factor, start=start))
+                                           replication_factor=replication_factor, start=start, shift=shift))
 
 
 @inlineCallbacks

@@ -42,6 +42,28 @@ def test_whole_rounds_of_follower_shifts_give_every_broker_the_same_number_of_re
     assert len(set(held.values())) == 1 and len(held) == n
 
 
+@given(n=st.integers(2, 8), rounds=st.integers(1, 3), data=st.data())
+def test_whole_rounds_of_partitions_balance_replicas_whatever_the_start_and_shift(n, rounds, data):
+    # Issue 23: 100 topics of 10 partitions on 5 brokers, each at a random start, held 474 to
+    # 686 replicas a broker (the shift changed in the middle of a round).
+    factor = data.draw(st.integers(1, n))
+    start, shift = data.draw(st.integers(0, 100)), data.draw(st.integers(0, 100))
+    result = assign_replicas(range(n), partitions=rounds * n, replication_factor=factor, start=start, shift=shift)
+    held = Counter(b for replicas in result.values() for b in replicas)
+    assert set(held.values()) == {rounds * factor} and len(held) == n
+
+
+def test_many_small_topics_at_random_starts_spread_replicas_evenly():
+    import random
+    rng = random.Random(23)
+    held = Counter()
+    for _ in range(100):
+        result = assign_replicas(range(5), partitions=10, replication_factor=3, start=rng.randrange(5),
+                                 shift=rng.randrange(5))
+        held.update(b for replicas in result.values() for b in replicas)
+    assert set(held.values()) == {600}
+
+
 def test_followers_of_one_broker_vary_between_rounds_so_its_load_spreads_when_it_dies():
     result = assign_replicas([0, 1, 2, 3], partitions=8, replication_factor=2)
     followers_of_0 = {replicas[1] for replicas in result.values() if replicas[0] == 0}
