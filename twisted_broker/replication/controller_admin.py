@@ -96,12 +96,14 @@ class ControllerAdmin:
         return asking
 
     def answer_finished_shutdowns(self, leaving: frozenset[int]):
-        """Answer the shutdowns already complete: brokers that lead nothing and are in no ISR.
-        A pass with refused writes (leaders' ISR writes came first) runs again before it
-        answers the rest, and a broker waiting for its answer need not wait for that (issue
-        23: at scale, some write of most passes is refused)."""
+        """Answer the shutdowns already complete: brokers that lead nothing. A pass with
+        refused writes (leaders' ISR writes came first) runs again before it answers the rest,
+        and a broker waiting for its answer need not wait for that (issue 23: at scale, some
+        write of most passes is refused, and a broker still in ISRs waited past its 5 s). Its
+        ISR places left go with its session when it stops, as Kafka answers a controlled
+        shutdown once the broker leads nothing."""
         done = frozenset(b for b in leaving if not any(
-            state.leader == b or b in state.isr for state, _v in self._cluster.states.values()))
+            state.leader == b for state, _v in self._cluster.states.values()))
         return self._answer_shutdowns(done)
 
     @inlineCallbacks
