@@ -35,7 +35,7 @@ def _unregistered_broker_row(broker_id: int, held: Mapping[str, int]) -> dict[st
 
 
 def broker_rows(cluster, brokers: Mapping[int, BrokerEntry],
-                 held: Mapping[int, Mapping[str, int]]) -> list[dict[str, Any]]:
+                held: Mapping[int, Mapping[str, int]]) -> list[dict[str, Any]]:
     """Every registered broker, and every broker that holds replicas without being registered."""
     rows = {broker_id: broker_row(entry, len(cluster.broker_topics(broker_id)), held.get(broker_id))
             for broker_id, entry in brokers.items()}

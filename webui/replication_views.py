@@ -3,8 +3,8 @@
 A partition's row says what ZooKeeper says of it: replicas, leader and epoch, ISR, and the
 marks the console and /metrics count (offline, under-replicated). The overview's figures
 (each topic's counts, each broker's replicas, leaderships and under-replicated leaderships)
-come from each entry's counts (replicated_entries.py), computed once per entry, so an overview of a
-thousand topics sums a thousand small records rather than building every partition's row.
+come from each entry's counts (replicated_entries.py), computed once per entry, so an overview
+of a thousand topics sums a thousand small records rather than building every partition's row.
 """
 
 from __future__ import annotations
