@@ -5,8 +5,10 @@ autoescaping Jinja2 template, one through ``json.dumps``. Routes only parse the 
 the model (which may await brokers) and render; the page data is built in views.py.
 
 =============================================  ==============================================
-``/``, ``/api/overview``                       brokers, a page of topics, groups, totals, the
-                                               controller, under-replicated and offline counts
+``/``, ``/api/overview``                       brokers (replicas, leaderships, under-replicated
+                                               leaderships), a page of topics (``page``, filter
+                                               ``q``), groups, totals, the controller,
+                                               under-replicated and offline counts
 ``/topics/<t>``, ``/api/topics/<t>``           the topic's broker-partitions: offsets, size, rate;
                                                of a replicated topic, partitions 0..N-1: leader,
                                                replicas, ISR, under-replicated/offline marks
@@ -15,7 +17,9 @@ the model (which may await brokers) and render; the page data is built in views.
 ``/groups``, ``/api/groups``                   a page of groups with health and last lag
 ``/groups/<g>``, ``/api/groups/<g>``           consumers, owners, offsets, lag, health, history
 ``POST /groups/<g>/reset-offsets``             the one write action (off by default)
-``/brokers/<id>``, ``/api/brokers/<id>``       registration, topics, 0.7 statistics if embedded
+``/brokers/<id>``, ``/api/brokers/<id>``       registration, topics, the replicated topics it
+                                               holds (a page: ``replicas_page``), 0.7
+                                               statistics if embedded
 ``/metrics``                                   Prometheus text format
 ``/static/...``                                the stylesheet and the live-refresh script
 =============================================  ==============================================
@@ -260,12 +264,14 @@ class AdminSite:
         cluster = self._model.cluster
         entry = cluster.brokers().get(broker_id)
         topics = cluster.broker_topics(broker_id)
+        replicated = views.broker_replicated_topics(cluster, broker_id)
         snapshot = self._model.broker_snapshot(broker_id)
-        if entry is None and not topics and snapshot is None:
+        if entry is None and not topics and not replicated and snapshot is None:
             raise HttpError(404, f"broker {broker_id} is not registered")
         data = views.broker_page(broker_id, entry, topics=topics, snapshot=snapshot,
                                  log_page=_int_arg(request, "page", 1),
-                                 replication=self._model.broker_replication(broker_id))
+                                 replication=self._model.broker_replication(broker_id),
+                                 replicated=replicated, replicated_page=_int_arg(request, "replicas_page", 1))
         data["embedded_in"] = self._model.local_broker.broker_id if self._model.local_broker else None
         return data
 

@@ -4,8 +4,10 @@
 ``/consumers``) and replication's (``/replication/controller``, ``/replication/topics/<t>`` and
 each partition's ``state``, docs/replication.md §2), kept current by watches, and turns node
 names and values into plain values with registry/paths.py and registry/replication_paths.py. Derived values are cached until the mirror changes, so a page view
-costs dictionary lookups, never a ZooKeeper read. A value that does not parse (a tool wrote
-garbage) is shown as such, not dropped, so the console can point at it.
+costs dictionary lookups, never a ZooKeeper read. A replicated topic's decoded entry
+(replicated_entries.py) outlives other changes: it is decoded again only when one of its own
+nodes changed. A value that does not parse (a tool wrote garbage) is shown as such, not
+dropped, so the console can point at it.
 
 ``LocalCluster`` is the same interface for a broker embedding the console without ZooKeeper
 (``enable.zookeeper=false``): the one broker and the topics on its disk, no groups.
@@ -22,7 +24,8 @@ from twisted.internet.defer import Deferred, succeed
 
 from twisted_broker.registry import paths
 from twisted_broker.registry import replication_paths
-from twisted_broker.registry.replication_paths import ControllerInfo, PartitionState, TopicAssignment
+from twisted_broker.registry.replication_paths import ControllerInfo
+from webui.replicated_entries import ReplicatedEntries, ReplicatedTopicEntry
 from webui.zk_mirror import ANY, LEAF, SELF, ZkMirror
 
 log = logging.getLogger(__name__)
@@ -73,21 +76,6 @@ class GroupState:
         return sorted(set(self.offsets) | set(self.owners))
 
 
-@dataclass(frozen=True)
-class ReplicatedTopicEntry:
-    """A replicated topic as ZooKeeper holds it: the assignment (None with ``error`` when it
-    does not parse) and each partition's state (None: not written yet, or unreadable)."""
-
-    topic: str
-    assignment: TopicAssignment | None
-    states: dict[int, PartitionState | None] = field(default_factory=dict)
-    error: str | None = None
-
-    @property
-    def replication_factor(self) -> int:
-        return max((len(r) for r in self.assignment.replicas.values()), default=0) if self.assignment else 0
-
-
 class ClusterCache:
     """The registry of one cluster, as the console shows it. Reactor thread only."""
 
@@ -96,6 +84,7 @@ class ClusterCache:
         self.zk_connect = zk_connect
         self._memo: dict[object, object] = {}
         self._memo_version = -1
+        self._entries = ReplicatedEntries()  # outlive the memo: decoded again only when changed
 
     @classmethod
     def over(cls, zk, *, zk_connect: str) -> "ClusterCache":
@@ -193,29 +182,19 @@ class ClusterCache:
 
     def replicated_topics(self) -> list[str]:
         """Every replicated topic (under /replication/topics), sorted."""
-        return self._cached("replicated", lambda: self._names(replication_paths.TOPICS))
+        return self._cached("replicated", self._replicated_names)
+
+    def _replicated_names(self) -> list[str]:
+        names = self._names(replication_paths.TOPICS)
+        self._entries.keep_only(names)
+        return names
 
     def replicated_topic(self, topic: str) -> ReplicatedTopicEntry | None:
         """The topic's assignment and partition states; None if it is not a replicated topic."""
         return self._cached_child(replication_paths.TOPICS, topic, "replicated", self._replicated_topic)
 
     def _replicated_topic(self, topic: str) -> ReplicatedTopicEntry:
-        node = self.mirror.data.get(replication_paths.topic_path(topic))
-        try:
-            if node is None:
-                raise ValueError("its assignment is not read yet")
-            assignment = TopicAssignment.decode(node.value)
-        except ValueError as exc:
-            return ReplicatedTopicEntry(topic, None, error=str(exc))
-        states: dict[int, PartitionState | None] = {}
-        for partition in assignment.replicas:
-            state = self.mirror.data.get(replication_paths.state_path(topic, partition))
-            try:
-                states[partition] = None if state is None else PartitionState.decode(state.value)
-            except ValueError as exc:
-                log.debug("%s-%d: %s", topic, partition, exc)
-                states[partition] = None
-        return ReplicatedTopicEntry(topic, assignment, states)
+        return self._entries.entry(self.mirror.data, topic)
 
     def modern_listeners(self) -> list[tuple[str, int]]:
         """``(host, port)`` of every live broker's modern listener (docs/kafka-protocol.md §4)."""
@@ -307,9 +286,13 @@ class ClusterCache:
 
     def _cached_child(self, parent: str, name: str, kind: str, compute: Callable):
         """``compute(name)``, cached, for a child ``name`` of ``parent``; None if there is none."""
-        if name not in self.mirror.children.get(parent, ()):
+        if name not in self._cached(("names", parent), lambda: frozenset(self.mirror.children.get(parent, ()))):
             return None
         return self._cached((kind, name), lambda: compute(name))
+
+    def memo(self, key: str, compute: Callable):
+        """``compute()``, kept until the mirror changes (a page's summary of the registry)."""
+        return self._cached(("memo", key), compute)
 
     def _cached(self, key, compute: Callable):
         if self._memo_version != self.mirror.version:
@@ -347,6 +330,9 @@ class LocalCluster:
 
     def when_synced(self) -> Deferred[None]:
         return succeed(None)
+
+    def memo(self, key: str, compute: Callable):
+        return compute()  # the disk's topics are read at each call: nothing to keep
 
     def brokers(self) -> dict[int, BrokerEntry]:
         port = self._port()

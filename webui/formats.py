@@ -1,8 +1,14 @@
-"""The number and time formats of the console's pages (also its Jinja2 filters)."""
+"""The number and time formats of the console's pages (also its Jinja2 filters), and their
+pagination."""
 
 from __future__ import annotations
 
+import math
 import time
+from collections.abc import Sequence
+from typing import Any
+
+PAGE_SIZE = 50
 
 
 def human_bytes(value: int | float | None) -> str:
@@ -31,3 +37,12 @@ def utc_time(ms: int | float | None) -> str:
 
 
 # -- pagination -----------------------------------------------------------------------------
+
+
+def paginate(items: Sequence, page: int, per_page: int = PAGE_SIZE) -> dict[str, Any]:
+    """One page of ``items`` (pages count from 1; an out-of-range page is clamped)."""
+    total = len(items)
+    pages = max(1, math.ceil(total / per_page))
+    page = min(max(page, 1), pages)
+    return {"items": list(items[(page - 1) * per_page:page * per_page]), "page": page,
+            "pages": pages, "total": total, "per_page": per_page}

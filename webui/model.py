@@ -32,7 +32,8 @@ from typing import Any
 from twisted_broker.registry import paths
 from twisted_broker.registry.zookeeper import NodeExistsError, NoNodeError
 from webui.broker_offsets import EARLIEST_TIME, LATEST_TIME, BrokerClients, BrokerUnavailable, OffsetBook, gather
-from webui.cluster_cache import GroupState, ReplicatedTopicEntry
+from webui.cluster_cache import GroupState
+from webui.replicated_entries import ReplicatedTopicEntry
 from webui.lag_history import LagHistory
 from webui.modern_groups import ModernGroups
 from webui.message_browser import BrowseResult, read_backward, read_forward

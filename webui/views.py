@@ -7,41 +7,34 @@ names, group and consumer ids, registrations, payloads) passes through as data.
 
 Also here: pagination, the rebalance check of 0.7's VerifyConsumerRebalance, the payload
 display (text or hex), and the number formats the templates use; the lag chart's geometry is
-in lag_chart.py, replicated topics' views in replication_views.py.
+in lag_chart.py, replicated topics' views in replication_views.py, brokers' in
+broker_views.py.
 """
 
 from __future__ import annotations
 
 import base64
-import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from twisted_broker.client.modern_lookup import GroupMembers
 from twisted_broker.client.topic_filter import topic_filter_for
 from twisted_broker.registry import paths, rebalance
+from webui.broker_views import broker_page, broker_row, broker_rows  # noqa: F401 (importable from here)
 from webui.cluster_cache import BrokerEntry, ConsumerEntry, GroupState
+from webui.formats import PAGE_SIZE, paginate  # noqa: F401 (importable from here)
 from webui.formats import human_bytes, thousands, utc_time  # noqa: F401 (the templates' filters)
 from webui.lag_chart import lag_chart
 from webui.lag_history import LagSample
 from webui.message_browser import BrowsedMessage, BrowseResult
 # The replicated topics' views, importable from here like every page's.
 from webui.replication_views import (  # noqa: F401 (importable from here)
-    replicated_partition_row, replicated_partition_rows, replicated_topic_page, replication_summary,
+    broker_replicated_topics, replicated_partition_row, replicated_partition_rows, replicated_topic_page,
+    replication_summary,
 )
 
-PAGE_SIZE = 50
 BROWSER_PAYLOAD_PREVIEW_BYTES = 4096
 FORMATS = ("auto", "text", "hex")
-
-def paginate(items: Sequence, page: int, per_page: int = PAGE_SIZE) -> dict[str, Any]:
-    """One page of ``items`` (pages count from 1; an out-of-range page is clamped)."""
-    total = len(items)
-    pages = max(1, math.ceil(total / per_page))
-    page = min(max(page, 1), pages)
-    return {"items": list(items[(page - 1) * per_page:page * per_page]), "page": page,
-            "pages": pages, "total": total, "per_page": per_page}
-
 
 def _matching(names: Sequence[str], query: str) -> Sequence[str]:
     if not query:
@@ -51,12 +44,6 @@ def _matching(names: Sequence[str], query: str) -> Sequence[str]:
 
 
 # -- overview -------------------------------------------------------------------------------
-
-
-def broker_row(entry: BrokerEntry, topics: int) -> dict[str, Any]:
-    return {"id": entry.broker_id, "host": entry.host, "port": entry.port,
-            "address": f"{entry.host}:{entry.port}", "creator_id": entry.creator_id,
-            "registered_ms": entry.registered_ms, "topics": topics}
 
 
 def overview_page(cluster, history, *, topic_page: int = 1, topic_query: str = "",
@@ -77,8 +64,7 @@ def overview_page(cluster, history, *, topic_page: int = 1, topic_query: str = "
                    "under_replicated_partitions": replication["under_replicated_partitions"],
                    "offline_partitions": replication["offline_partitions"]},
         "controller": replication["controller"],
-        "brokers": [broker_row(entry, len(cluster.broker_topics(broker_id)))
-                    for broker_id, entry in brokers.items()],
+        "brokers": broker_rows(cluster, brokers, replication["brokers"]),
         "topics": topic_rows, "topic_query": topic_query,
         "groups": [_group_summary(cluster, history, group, with_health=False) for group in groups[:group_limit]],
         "more_groups": max(0, len(groups) - group_limit),
@@ -362,28 +348,4 @@ def messages_page(topic: str, broker_id: int, partition: int, result: BrowseResu
         "problem": problem or (result.problem if result else None),
         "older": start if start is not None and earliest is not None and start > earliest else None,
         "newer": end if end is not None and latest is not None and end < latest else None,
-    }
-
-
-# -- brokers --------------------------------------------------------------------------------
-
-
-def broker_page(broker_id: int, entry: BrokerEntry | None, *, topics: Mapping[str, int],
-                snapshot: Mapping[str, Any] | None, log_page: int = 1,
-                replication: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """A broker's registration and topics, and its 0.7 statistics when the console has them
-    (it is embedded in that broker), with its modern listener's requests (``kafka_listener``,
-    None without one); a standalone console cannot read them over the wire.
-    ``replication`` (embedded, with ZooKeeper): server.stats.replication_snapshot, shown as is."""
-    logs = paginate(list(snapshot["logs"]) if snapshot else [], log_page)
-    return {
-        "id": broker_id, "registered": entry is not None,
-        "broker": broker_row(entry, len(topics)) if entry else None,
-        "topics": [{"name": topic, "partitions": count} for topic, count in topics.items()],
-        "has_stats": snapshot is not None,
-        "stats": None if snapshot is None else {
-            "socket_server": snapshot["socket_server"], "kafka_listener": snapshot.get("kafka_listener"),
-            "all_topics": snapshot["all_topics"], "topics": snapshot["topics"], "log_flush": snapshot["log_flush"]},
-        "logs": logs,
-        "replication": replication,
     }

@@ -11,6 +11,8 @@ Processes and their clients
     modern_listener.py    a broker with the modern listener, kafka-python's admin client
     console_process.py    the admin console (``twistd -n webui``) and plain HTTP to it
     webui_cluster.py      the cluster the console tests read (a fixture per module)
+    scale_registry.py     1,000 replicated topics' registry written straight into ZooKeeper
+                          (the console's and the CLI's scale test, bench/console_scale.py)
     cli.py                ``python -m twisted_broker`` as a process
     consumer_groups.py    the 0.7 consumer group tests' producers, collectors and connectors
     consumer_group_member.py  a group member in a process of its own (a script)

@@ -2,7 +2,11 @@
 
 The command-line tools run no reactor, so they talk to ZooKeeper through a plain blocking
 kazoo client instead of the Twisted bridge in zookeeper.py. Every method reads the registry
-as it is now (no watches, no cache): a tool asks once and prints. Paths and values are spec
+as it is now (no watches, no cache): a tool asks once and prints. What a tool reads of every
+topic is read in bulk (``topics_brokers``; ``_children_many`` and ``_data_many``): all the
+reads in flight at once, so a thousand topics cost a few round trips' wait, not a thousand.
+(On loopback that gains little: kazoo's own cost per read, a wake-up of its connection thread,
+about 0.3 ms of Python, outweighs the round trip; over a network each round trip costs more.) Paths and values are spec
 5.2's (paths.py); a path that does not exist reads as empty, as a chroot nobody has written to
 yet does.
 
@@ -15,7 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from kazoo.client import KazooClient
@@ -28,6 +32,7 @@ from twisted_broker.registry import replication_paths
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+BULK_READS = 2000  # reads in flight at once at most (each holds a request and its answer)
 
 
 class ZooKeeperUnavailable(ConnectionError):
@@ -43,6 +48,7 @@ class ClusterView:
 
     def __init__(self, zk_connect: str, *, timeout_s: float = 10.0, session_timeout_ms: int = 6000) -> None:
         self.zk_connect = zk_connect
+        self._timeout_s = timeout_s
         # No retries of our own: a tool that cannot reach ZooKeeper says so and exits.
         self._client = KazooClient(hosts=zk_connect, timeout=session_timeout_ms / 1000)
         try:
@@ -100,6 +106,21 @@ class ClusterView:
             except ValueError:
                 log.warning("skipping %s/%s: partition count %r", paths.topic_path(topic), child, value)
         return dict(sorted(counts.items()))
+
+    def topics_brokers(self, topics: Sequence[str]) -> dict[str, dict[int, int]]:
+        """``topic_brokers`` of each of ``topics``, read in bulk."""
+        listed = dict(zip(topics, self._children_many([paths.topic_path(topic) for topic in topics])))
+        nodes = [(topic, child) for topic in topics for child in listed[topic]]
+        values = self._data_many([f"{paths.topic_path(topic)}/{child}" for topic, child in nodes])
+        found: dict[str, dict[int, int]] = {topic: {} for topic in topics}
+        for (topic, child), value in zip(nodes, values):
+            if value is None:
+                continue
+            try:
+                found[topic][int(child)] = paths.decode_partition_count(value)
+            except ValueError:
+                log.warning("skipping %s/%s: partition count %r", paths.topic_path(topic), child, value)
+        return {topic: dict(sorted(counts.items())) for topic, counts in found.items()}
 
     def partitions(self, topic: str) -> list[tuple[int, int]]:
         """``(broker id, partition)`` pairs of ``topic``, sorted numerically (spec 5.6)."""
@@ -191,6 +212,27 @@ class ClusterView:
 
     def _data(self, path: str) -> bytes | None:
         return self._call(lambda: self._client.get(path)[0], missing=None)
+
+    def _children_many(self, nodes: Sequence[str]) -> list[list[str]]:
+        """Each node's children ([] for a node that does not exist), all read at once."""
+        return self._many(self._client.get_children_async, nodes, [])
+
+    def _data_many(self, nodes: Sequence[str]) -> list[bytes | None]:
+        """Each node's value (None for a node that does not exist), all read at once."""
+        return [None if answer is None else answer[0] for answer in self._many(self._client.get_async, nodes, None)]
+
+    def _many(self, read_async: Callable, nodes: Sequence[str], missing):
+        def read() -> list:
+            answers = []
+            for start in range(0, len(nodes), BULK_READS):
+                for pending in [read_async(node) for node in nodes[start:start + BULK_READS]]:
+                    try:
+                        answers.append(pending.get(timeout=self._timeout_s))
+                    except NoNodeError:
+                        answers.append(missing)
+            return answers
+
+        return self._call(read)
 
     def _call(self, operation: Callable[[], T], missing: T | None = None) -> T:
         try:

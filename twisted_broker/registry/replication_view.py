@@ -2,13 +2,17 @@
 
 A ClusterView (same session, same errors: ZooKeeperUnavailable) that also reads replicated
 topics' assignments and partition states, creates a topic's assignment, and writes the admin
-requests the controller carries out (docs/replication.md §2). Values go through
-registry/replication_paths.py's codecs; a value that does not decode raises ValueError naming its path.
+requests the controller carries out (docs/replication.md §2); ``assignments_of`` and
+``partition_states`` read many topics' nodes in bulk (ClusterView's ``_data_many``). Values
+go through registry/replication_paths.py's codecs; a value that does not decode raises
+ValueError naming its path.
 Every write is a ``create``: a node that exists already is reported (False), never
 overwritten, so a tool cannot replace a topic or a request that is still pending.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from kazoo.exceptions import NodeExistsError
 
@@ -33,6 +37,19 @@ class ReplicationView(ClusterView):
         """The topic's replica lists, or None when it is not a replicated topic."""
         value = self._data(paths.topic_path(topic))
         return None if value is None else _decoded(TopicAssignment.decode, value, paths.topic_path(topic))
+
+    def assignments_of(self, topics: Sequence[str]) -> dict[str, TopicAssignment | None]:
+        """``assignment`` of each of ``topics``, read in bulk (ValueError for the first that
+        does not decode)."""
+        values = self._data_many([paths.topic_path(topic) for topic in topics])
+        return {topic: None if value is None else _decoded(TopicAssignment.decode, value, paths.topic_path(topic))
+                for topic, value in zip(topics, values)}
+
+    def partition_states(self, partitions: Sequence[tuple[str, int]]) -> dict[tuple[str, int], PartitionState | None]:
+        """``partition_state`` of each ``(topic, partition)``, read in bulk."""
+        nodes = [paths.state_path(topic, partition) for topic, partition in partitions]
+        return {key: None if value is None else _decoded(PartitionState.decode, value, path)
+                for key, path, value in zip(partitions, nodes, self._data_many(nodes))}
 
     def partition_state(self, topic: str, partition: int) -> PartitionState | None:
         """Leader, epoch and ISR, or None before the controller wrote the first state."""

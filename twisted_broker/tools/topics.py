@@ -9,7 +9,9 @@ Replicated topics (``/replication/topics/<t>``): listed in a second table with t
 partition count and replication factor; ``--describe`` shows each partition's leader,
 replicas and ISR, and ``--describe --json`` prints exactly one JSON object for one topic:
 ``{"topic": T, "partitions": [{"partition": 0, "leader": 1, "replicas": [...], "isr": [...]}]}``
-with ``leader`` null while the partition has none (offline, or not elected yet). A 0.7 topic
+with ``leader`` null while the partition has none (offline, or not elected yet). Listing or
+describing every topic reads the assignments, then every partition's state, in bulk
+(``assignments_of``, ``partition_states``): two waits for ZooKeeper, not one per partition. A 0.7 topic
 has no such partitions (its partitions are per broker), so ``--json`` refuses it with a usage
 error (exit 2) rather than print an object whose fields would mean something else.
 
@@ -54,9 +56,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def topic_rows(view, topics: list[str]) -> list[tuple[str, int, str, int]]:
     """``(topic, broker id, host:port or "-", partitions)`` for each topic and broker holding it."""
     brokers = view.brokers()
+    holders = view.topics_brokers(topics)
     rows = []
     for topic in topics:
-        for broker_id, count in view.topic_brokers(topic).items():
+        for broker_id, count in holders[topic].items():
             broker = brokers.get(broker_id)
             rows.append((topic, broker_id, f"{broker.host}:{broker.port}" if broker else "-", count))
     return rows
@@ -66,8 +69,7 @@ def replicated_rows(view, topics: list[str]) -> list[tuple[str, int, str]]:
     """``(topic, partitions, replication factor)``; the factor reads ``2-3`` while a
     reassignment has widened some partitions' replica lists."""
     rows = []
-    for topic in topics:
-        assignment = replication_admin.replicated_assignment(view, topic)
+    for topic, assignment in _assignments(view, topics).items():
         sizes = sorted({len(replicas) for replicas in assignment.replicas.values()})
         factor = str(sizes[0]) if len(sizes) == 1 else f"{sizes[0]}-{sizes[-1]}"
         rows.append((topic, assignment.partition_count, factor))
@@ -78,15 +80,36 @@ def describe_partitions(view, topic: str) -> list[dict]:
     """``[{"partition", "leader" (None: none), "replicas", "isr"}]`` of a replicated topic,
     partitions 0..N-1. A partition the controller has not elected yet has no leader and an
     empty ISR."""
-    assignment = replication_admin.replicated_assignment(view, topic)
-    found = []
-    for partition, replicas in sorted(assignment.replicas.items()):
-        try:
-            state = view.partition_state(topic, partition)
-        except ValueError as exc:
-            raise CommandError(str(exc)) from None
-        found.append({"partition": partition, "leader": state.leader if state and state.online else None,
-                      "replicas": list(replicas), "isr": list(state.isr) if state else []})
+    return describe_topics(view, [topic])[topic]
+
+
+def describe_topics(view, topics: list[str]) -> dict[str, list[dict]]:
+    """``describe_partitions`` of each of ``topics``: the assignments, then every partition's
+    state, each read in bulk (two waits for ZooKeeper, not one per partition)."""
+    assignments = _assignments(view, topics)
+    keys = [(topic, partition) for topic, assignment in assignments.items() for partition in sorted(assignment.replicas)]
+    try:
+        states = view.partition_states(keys)
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
+    described: dict[str, list[dict]] = {topic: [] for topic in topics}
+    for topic, partition in keys:
+        state, replicas = states[topic, partition], assignments[topic].replicas[partition]
+        described[topic].append({"partition": partition, "leader": state.leader if state and state.online else None,
+                                 "replicas": list(replicas), "isr": list(state.isr) if state else []})
+    return described
+
+
+def _assignments(view, topics: list[str]) -> dict:
+    """Each topic's assignment, read in bulk; CommandError as replicated_assignment says it
+    (a 0.7 or unknown topic, an assignment that does not decode)."""
+    try:
+        found = view.assignments_of(topics)
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
+    for topic, assignment in found.items():
+        if assignment is None:
+            replication_admin.replicated_assignment(view, topic)  # raises the reason
     return found
 
 
@@ -126,7 +149,8 @@ def run(args: argparse.Namespace) -> int:
         if args.topic and not (replicated or topics_07):
             raise CommandError(f"topic {args.topic} is not registered in ZooKeeper at {args.zk}")
         if args.describe:
-            rows = [row for topic in replicated for row in describe_rows(topic, describe_partitions(view, topic))]
+            described = describe_topics(view, replicated)
+            rows = [row for topic in replicated for row in describe_rows(topic, described[topic])]
             first = format_table(DESCRIBE_HEADER, rows) if rows else []
         else:
             first = format_table(REPLICATED_HEADER, replicated_rows(view, replicated)) if replicated else []

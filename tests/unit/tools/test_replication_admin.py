@@ -54,6 +54,15 @@ class FakeView:
     def partition_state(self, topic, partition):
         return self.states.get((topic, partition))
 
+    def topics_brokers(self, topics):
+        return {topic: self.topic_brokers(topic) for topic in topics}
+
+    def assignments_of(self, topics):
+        return {topic: self.assignment(topic) for topic in topics}
+
+    def partition_states(self, keys):
+        return {key: self.partition_state(*key) for key in keys}
+
     def create_topic(self, topic, assignment):
         self.written.append(paths.topic_path(topic))
         self.assignments[topic] = assignment

@@ -8,8 +8,8 @@ class FakeView:
     def brokers(self):
         return {0: BrokerInfo(0, "c", "a", 9092)}
 
-    def topic_brokers(self, topic):
-        return {"t1": {0: 4, 1: 2}, "t2": {}}[topic]
+    def topics_brokers(self, topics):
+        return {topic: {"t1": {0: 4, 1: 2}, "t2": {}}[topic] for topic in topics}
 
 
 def test_one_row_per_topic_and_broker():

@@ -16,7 +16,9 @@ from webui.cluster_cache import ClusterCache
 from webui.lag_history import LagHistory
 from webui.metrics import ConsoleMetrics
 from webui.model import ConsoleModel, LocalBroker
-from webui.views import broker_page, overview_page, replicated_topic_page, replication_summary
+from webui.views import (
+    broker_page, broker_replicated_topics, overview_page, replicated_topic_page, replication_summary,
+)
 
 ASSIGNMENT = TopicAssignment({0: (0, 1, 2), 1: (1, 2, 0), 2: (2, 0, 1)})
 STATES = {0: PartitionState(0, 3, (0, 1, 2), 4),   # in sync (broker 2's session has not ended yet)
@@ -167,3 +169,38 @@ def test_a_node_with_a_value_and_children_keeps_one_watch_of_each_over_reconnect
     assert len(zk.data_watches[topic_path(TOPIC)]) == 1
     assert len(zk.child_watches[topic_path(TOPIC)]) == 1
     assert cache.replicated_topic(TOPIC).replication_factor == 2
+
+
+def test_the_summary_gives_each_broker_its_replicas_leaderships_and_under_replicated_leaderships(cache):
+    # Partition 0 led by 0 in sync, 1 led by 2 (unregistered) under-replicated, 2 offline.
+    assert replication_summary(cache)["brokers"] == {
+        0: {"topics": 1, "replicas": 3, "leaderships": 1, "under_replicated": 0},
+        1: {"topics": 1, "replicas": 3, "leaderships": 0, "under_replicated": 0},
+        2: {"topics": 1, "replicas": 3, "leaderships": 1, "under_replicated": 1}}
+    rows = overview_page(cache, LagHistory())["brokers"]
+    assert [(r["id"], r["registered"], r["topics"], r["leaderships"], r["under_replicated"]) for r in rows] == [
+        (0, True, 1 + 1, 1, 0), (1, True, 1, 0, 0), (2, False, 1, 1, 1)]  # 0 registered "old" too
+    html = render("overview.html", overview_page(cache, LagHistory()))
+    assert '<tr data-broker="2">' in html and "not registered" in html
+
+
+def test_an_entry_is_decoded_again_only_when_its_own_nodes_change(zk, cache):
+    zk.create(topic_path("other"), TopicAssignment({0: (0, 1)}).encode())
+    zk.create(state_path("other", 0), PartitionState(0, 0, (0, 1), 4).encode())
+    entry, other = cache.replicated_topic(TOPIC), cache.replicated_topic("other")
+    zk.set(state_path("other", 0), PartitionState(0, 1, (0,), 4).encode())
+    assert cache.replicated_topic(TOPIC) is entry  # the other topic's change left it as it was
+    changed = cache.replicated_topic("other")
+    assert changed is not other and changed.counts.under_replicated == 1
+    assert replication_summary(cache)["brokers"][0]["under_replicated"] == 1
+    zk.delete(topic_path("other"))
+    assert cache.replicated_topic("other") is None and "other" not in replication_summary(cache)["topics"]
+
+
+def test_a_brokers_page_sums_the_replicated_topics_it_holds(cache):
+    rows = broker_replicated_topics(cache, 2)
+    assert rows == [{"name": TOPIC, "partitions": 3, "replicas": 3, "leaderships": 1, "under_replicated": 1}]
+    page = broker_page(2, None, topics={}, snapshot=None, replicated=rows)
+    assert page["held"] == {"topics": 1, "replicas": 3, "leaderships": 1, "under_replicated": 1}
+    html = render("broker.html", page)
+    assert 'id="broker-replicated-topics"' in html and "3 replicas of 1 topics" in html
