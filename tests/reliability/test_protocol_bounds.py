@@ -25,7 +25,8 @@ from tests.support.spec_encoding import fetch, message_set_of, multifetch, offse
 from tests.support.reliability import current_scale, record
 from tests.support.faults.fuzz_frames import FrameFuzzer
 from tests.support.faults.oracle import appendable_prefix, deep_valid, frames_of, produced_sets, walk
-from twisted_broker.network.connection import PACE_BYTES, REQUESTS_PER_TURN, SMALL_REQUEST_BYTES, STALLED_REQUEST_S
+from twisted_broker.network.connection import PACE_BYTES, REQUESTS_PER_TURN
+from twisted_broker.network.request_budget import SMALL_REQUEST_BYTES, STALLED_REQUEST_S
 from twisted_broker.network.kafka07 import KafkaServerFactory
 from twisted_broker.handlers.kafka07.broker import Broker
 from twisted_broker.server.stats import BrokerStats, RequestStats

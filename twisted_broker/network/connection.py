@@ -28,6 +28,9 @@ What a hostile or stuck peer can make the broker hold, and the bound on it:
 Requests whose answer waits: ``handle`` may return a Deferred (a long-poll, acks=all), and
 ``hold`` may hold a request before it is handled (0.7's caught-up fetches): either way the
 requests behind it wait, in order, and a held request is cancelled when the connection goes.
+Except behind a request whose effects are done and only its answer waits (``overtakes``: an
+appended acks=all Produce): up to ``MAX_IN_FLIGHT`` answers then wait at once, and leave in
+order (librdkafka pipelines one Produce per partition: one commit at a time was 20 a second).
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from twisted.internet.protocol import Protocol
 
 from twisted_broker.network.framing import FrameDecoder, FrameTooLarge
 from twisted_broker.network.file_streaming import close_regions, is_region, stream_region, wait_for_drain
-from twisted_broker.network.request_budget import RequestBudget
+from twisted_broker.network.request_budget import BudgetedFrames, RequestBudget
 from twisted_broker.network.socket_options import set_socket_options
 
 log = logging.getLogger(__name__)
@@ -53,9 +56,8 @@ PACE_BYTES = 256 * 1024
 # Requests served from one connection before the reactor turns to the others: one read can
 # bring 2,400 empty fetches, 25 ms of work that every other connection would wait behind.
 REQUESTS_PER_TURN = 100
-# Requests up to this size (fetches, offsets, most produces) never wait for the budget.
-SMALL_REQUEST_BYTES = 64 * 1024
-STALLED_REQUEST_S = 30.0
+MAX_IN_FLIGHT = 100  # answers waiting behind (and including) one that ``overtakes``
+_PENDING = object()  # an answer in flight not ready yet
 
 
 class RefusedRequest(Exception):
@@ -63,7 +65,7 @@ class RefusedRequest(Exception):
     reason: a frame that does not decode, or a request the handler table refuses."""
 
 
-class FramedConnection(Protocol):
+class FramedConnection(BudgetedFrames, Protocol):
     """One connection of a Kafka listener. ``requests`` are the listener's request figures
     (server/stats.py's RequestStats: connection_opened, record, bytes_read, ...)."""
 
@@ -91,6 +93,10 @@ class FramedConnection(Protocol):
         self._held = None  # what ``hold`` returned for the request being held
         self._answering = False  # inside _answer: a Deferred answer that fires now must not resume
         self._waiting: Deferred | None = None  # the Deferred answer awaited (cancelled if the peer goes)
+        # Answers leaving in order behind one that overtakes ([request, started, pieces or
+        # _PENDING, its Deferred]); nothing more is served while ``_blocked_by`` (one that does not) waits.
+        self._in_flight: deque = deque()
+        self._blocked_by = None
 
     # -- what each protocol's connection defines --------------------------------------------
 
@@ -110,6 +116,10 @@ class FramedConnection(Protocol):
         """Hold ``request`` before handling it: return something with ``cancel()``, and call
         ``resume()`` once when it is to be handled; or None to handle it now."""
         return None
+
+    def overtakes(self, request, answer: Deferred) -> bool:
+        """Whether the requests behind ``request`` may be handled while its ``answer`` waits."""
+        return False
 
     # -- the connection ---------------------------------------------------------------------
 
@@ -133,6 +143,13 @@ class FramedConnection(Protocol):
             self._held = None
         if self._waiting is not None and self.cancel_answers_on_loss:
             self._waiting.cancel()
+        for _request, _started, pieces, waiting in self._in_flight:
+            if pieces is not _PENDING:
+                close_regions(pieces)
+            elif self.cancel_answers_on_loss:
+                waiting.cancel()
+        self._in_flight.clear()
+        self._blocked_by = None
         if self._awaiting_budget:
             self._awaiting_budget = False
             self._budget.cancel(self)
@@ -144,7 +161,7 @@ class FramedConnection(Protocol):
         self._stats.bytes_read.add(len(data))
         self._connection.bytes_received += len(data)
         self._connection.last_activity_s = self._stats.now()
-        if self._busy and not self._paused:
+        if self._stopped_serving() and not self._paused:
             # A pipelining client: read nothing more until this response is out, so it cannot
             # make us buffer without bound. (Not done per response: 2 epoll calls each.)
             self._paused = True
@@ -162,66 +179,15 @@ class FramedConnection(Protocol):
             self._budget_partial_frame(bool(frames))
         self._serve()
 
-    # -- the budget of partly received big requests --------------------------------------
-
-    def _budget_partial_frame(self, completed: bool) -> None:
-        """Account for the frame still being received after a read; stop reading if it must wait."""
-        if completed:
-            self._release_reservation()  # the reserved frame is complete (and queued or served)
-            if self._awaiting_budget:  # completed without waiting (a transport that kept reading)
-                self._awaiting_budget = False
-                self._budget.cancel(self)
-        elif self._reserved_bytes:
-            if self._stall_timer is not None:
-                self._stall_timer.reset(STALLED_REQUEST_S)
-            return
-        if self._awaiting_budget:
-            return
-        size = self._decoder.next_frame_size()
-        if size is None or size <= SMALL_REQUEST_BYTES:
-            return
-        if self._budget.reserve(self, size):
-            self._reserved(size)
-        else:
-            self._awaiting_budget = True
-            self.transport.pauseProducing()
-
-    def budget_granted(self, size: int) -> None:
-        """The budget grants a waiting reservation: read on."""
-        self._awaiting_budget = False
-        if self._closing:
-            self._budget.release(size)
-            return
-        self._reserved(size)
-        if not self._paused:
-            self.transport.resumeProducing()
-
-    def _reserved(self, size: int) -> None:
-        self._reserved_bytes = size
-        if self._clock is not None:
-            self._stall_timer = self._clock.callLater(STALLED_REQUEST_S, self._stalled)
-
-    def _release_reservation(self) -> None:
-        if self._stall_timer is not None:
-            if self._stall_timer.active():
-                self._stall_timer.cancel()
-            self._stall_timer = None
-        if self._reserved_bytes:
-            size, self._reserved_bytes = self._reserved_bytes, 0
-            self._budget.release(size)
-
-    def _stalled(self) -> None:
-        self._stall_timer = None
-        self._refuse(f"no bytes for {STALLED_REQUEST_S:.0f} s in the middle of a "
-                     f"{self._reserved_bytes}-byte request")
-        self._release_reservation()
-
     # -- one request at a time --------------------------------------------------------------
+
+    def _stopped_serving(self) -> bool:
+        return self._busy or self._blocked_by is not None or len(self._in_flight) >= MAX_IN_FLIGHT
 
     def _serve(self) -> None:
         """Handle queued frames in order until one needs streaming or the queue is empty."""
         served = 0
-        while self._frames and not self._busy and not self._closing:
+        while self._frames and not self._stopped_serving() and not self._closing:
             if served == REQUESTS_PER_TURN and self._clock is not None:
                 self._next_turn()
                 return
@@ -250,6 +216,10 @@ class FramedConnection(Protocol):
         except RefusedRequest as exc:
             self._refuse(str(exc))
             return
+        if self._in_flight or (isinstance(pieces, Deferred) and not pieces.called
+                               and self.overtakes(request, pieces)):
+            self._answer_in_order(request, started, pieces)
+            return
         if isinstance(pieces, Deferred):  # answers that wait: in order, like a held request
             self._busy = True
             # An answer ready at once is written here, and _serve's loop goes on: resuming from
@@ -259,6 +229,34 @@ class FramedConnection(Protocol):
             self._answering = False
             return
         self._respond(request, started, pieces)
+
+    def _answer_in_order(self, request, started: float, pieces) -> None:
+        """Queue an answer behind those in flight (or as the first of them)."""
+        if not isinstance(pieces, Deferred):
+            self._in_flight.append([request, started, pieces, None])
+            return
+        entry = [request, started, _PENDING, pieces]
+        self._in_flight.append(entry)
+        if not self.overtakes(request, pieces):
+            self._blocked_by = entry  # a long-poll, say: what is behind it waits, as always
+        self._answering = True
+        pieces.addCallbacks(lambda ready: self._landed(entry, ready), self._answer_failed)
+        self._answering = False
+
+    def _landed(self, entry: list, pieces) -> None:
+        """An answer in flight is ready: send those now first in line."""
+        entry[2], entry[3] = pieces, None
+        self._blocked_by = None if self._blocked_by is entry else self._blocked_by
+        if self._closing:
+            close_regions(pieces)
+        elif not self._busy and not self._answering:
+            self._resume(False)
+
+    def _send_in_flight(self) -> None:
+        """Send the ready answers first in line, in order (until one streams)."""
+        while self._in_flight and self._in_flight[0][2] is not _PENDING and not self._busy and not self._closing:
+            request, started, pieces, _ = self._in_flight.popleft()
+            self._respond(request, started, pieces)
 
     def _answer_held(self, request) -> None:
         self._held = None
@@ -341,6 +339,9 @@ class FramedConnection(Protocol):
             self._unconfirmed_bytes = 0
         self._busy = False
         if not self._closing:
+            self._send_in_flight()
+            if self._stopped_serving():
+                return
             if self._paused:
                 self._paused = False
                 if not self._awaiting_budget:

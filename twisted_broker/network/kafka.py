@@ -24,7 +24,7 @@ from dataclasses import replace
 
 from twisted.internet.defer import Deferred
 
-from twisted_broker.codec.kafka.api_keys import API_NAMES, API_VERSIONS, SUPPORTED
+from twisted_broker.codec.kafka.api_keys import API_NAMES, API_VERSIONS, PRODUCE, SUPPORTED
 from twisted_broker.codec.kafka.primitives import INT16, Malformed
 from twisted_broker.codec.kafka.protocol import Request, UnsupportedVersion, decode_request, encode_response_pieces
 from twisted_broker.errors import Truncated
@@ -80,6 +80,13 @@ class KafkaModernProtocol(FramedConnection):
         if isinstance(body, Deferred):
             return body.addCallback(lambda answer: encode_response_pieces(request, answer))
         return encode_response_pieces(request, body)
+
+    def overtakes(self, request: Request, answer: Deferred) -> bool:
+        # A Produce whose appends are done and whose acks=all answer waits for its commit
+        # (handlers/kafka/produce.py): the requests behind it are handled meanwhile, their
+        # answers kept in order; Kafka's brokers serve one at a time, but librdkafka's one
+        # Produce per partition then commits one partition per replica round trip.
+        return request.api_key == PRODUCE and getattr(answer, "writes_done", lambda: False)()
 
     def describe(self, request: Request) -> tuple[int, str]:
         return request.api_key, API_NAMES[request.api_key]

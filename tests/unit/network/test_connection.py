@@ -24,7 +24,8 @@ class Held:
 
 
 class Words(FramedConnection):
-    """``bad`` is refused, ``later`` answered by a Deferred, ``wait`` held until resumed."""
+    """``bad`` is refused, ``later`` answered by a Deferred, ``wait`` held until resumed,
+    ``ack<n>`` answered by a Deferred that overtakes (as an appended acks=all Produce)."""
 
     def __init__(self, table, **options) -> None:
         super().__init__(table["requests"], **options)
@@ -37,6 +38,10 @@ class Words(FramedConnection):
         return word
 
     def handle(self, request: str):
+        self.table.setdefault("handled", []).append(request)
+        if request.startswith("ack"):
+            self.table[request] = Deferred()
+            return self.table[request]
         if request == "later":
             self.table["later"] = Deferred()
             return self.table["later"]
@@ -44,6 +49,9 @@ class Words(FramedConnection):
 
     def describe(self, request: str) -> tuple[int, str]:
         return 0, request
+
+    def overtakes(self, request: str, answer) -> bool:
+        return request.startswith("ack")
 
     def hold(self, request: str, resume):
         if request != "wait":
@@ -101,3 +109,46 @@ def test_a_held_request_is_cancelled_when_the_connection_goes():
     protocol.dataReceived(frame("wait"))
     protocol.connectionLost(None)
     assert table["held"].cancelled and transport.value() == b""
+
+
+def test_requests_behind_an_overtaking_answer_are_handled_at_once_and_answered_in_order():
+    # Issue 23: librdkafka's one acks=all Produce per partition, pipelined.
+    table, protocol, transport = connect(Clock())
+    protocol.dataReceived(frame("ack1") + frame("two") + frame("ack2") + frame("three"))
+    assert table["handled"] == ["ack1", "two", "ack2", "three"] and transport.value() == b""
+    table["ack2"].callback([b"A2"])
+    assert transport.value() == b""  # behind ack1
+    table["ack1"].callback([b"A1"])
+    assert transport.value() == b"A1TWOA2THREE"
+    protocol.dataReceived(frame("four"))
+    assert transport.value() == b"A1TWOA2THREEFOUR"
+
+
+def test_an_answer_that_does_not_overtake_still_stops_the_requests_behind_it():
+    table, protocol, transport = connect(Clock())
+    protocol.dataReceived(frame("ack1") + frame("later") + frame("last"))
+    assert table["handled"] == ["ack1", "later"]
+    table["ack1"].callback([b"A1"])
+    assert transport.value() == b"A1" and table["handled"] == ["ack1", "later"]
+    table["later"].callback([b"LATER"])
+    assert transport.value() == b"A1LATERLAST"
+
+
+def test_at_most_max_in_flight_answers_wait_and_reading_stops_meanwhile():
+    from twisted_broker.network.connection import MAX_IN_FLIGHT
+    table, protocol, transport = connect(Clock())
+    protocol.dataReceived(b"".join(frame(f"ack{i}") for i in range(MAX_IN_FLIGHT + 1)))
+    assert len(table["handled"]) == MAX_IN_FLIGHT
+    protocol.dataReceived(frame("more"))  # (as for a streaming answer: paused when more comes)
+    assert transport.producerState == "paused" and len(table["handled"]) == MAX_IN_FLIGHT
+    table["ack0"].callback([b"."])
+    assert table["handled"][MAX_IN_FLIGHT] == f"ack{MAX_IN_FLIGHT}" and transport.value() == b"."
+    assert "more" not in table["handled"]  # again full: ack1 and the others still wait
+
+
+def test_answers_in_flight_are_dropped_when_the_connection_goes():
+    table, protocol, transport = connect(Clock())
+    protocol.dataReceived(frame("ack1") + frame("two"))
+    protocol.connectionLost(None)
+    table["ack1"].callback([b"A1"])
+    assert transport.value() == b""

@@ -84,8 +84,17 @@ class ProduceRequests:
             "throttle_time_ms": 0, "error_code": result.error, "producer_id": result.producer_id,
             "producer_epoch": result.producer_epoch})
 
+    def produce(self, request: Request) -> Deferred:
+        """The answer; the Deferred's ``writes_done`` is true once every append of the request
+        is done and only its acknowledgements wait (network/kafka.py then handles the requests
+        behind it meanwhile: librdkafka sends one acks=all Produce per partition, pipelined)."""
+        done: list = []
+        answer = self._produce(request, done)
+        answer.writes_done = done.__len__
+        return answer
+
     @inlineCallbacks
-    def produce(self, request: Request):
+    def _produce(self, request: Request, done: list):
         body = request.body
         acks, timeout_ms = body["acks"], body["timeout_ms"]
         answers, waits = [], []
@@ -117,6 +126,7 @@ class ProduceRequests:
                                                                     timeout_ms)))
             elif acks == -1:
                 waits.append((answer, wait_visible(target.log, target.log.written_end, timeout_ms, self.clock)))
+        done.append(True)
         if waits:
             results = yield DeferredList([waiting for _, waiting in waits], consumeErrors=True)
             for (answer, _), (ok, value) in zip(waits, results):
