@@ -262,8 +262,16 @@ class Controller:
                     if state.online:
                         counts[state.leader] = counts.get(state.leader, 1) - 1
         if decisions:
-            written = yield gatherResults([self.write(topic, partition, new)
-                                           for topic, partition, _s, new, _r, _x in decisions], consumeErrors=True)
+            writes = [self.write(topic, partition, new) for topic, partition, _s, new, _r, _x in decisions]
+            if leaving:
+                # A broker in a controlled shutdown is answered once its leaderships are moved,
+                # not after the whole pass (its ISR removals race the leaders' own ISR writes).
+                moved = [w for w, (_t, _p, state, *_rest) in zip(writes, decisions)
+                         if state is not None and state.leader in leaving]
+                gatherResults(moved, consumeErrors=True).addCallback(
+                    lambda _: self.admin.answer_finished_shutdowns(leaving) if self.active else None).addErrback(
+                    lambda failure: log.warning("answering controlled shutdowns: %s", failure.getErrorMessage()))
+            written = yield gatherResults(writes, consumeErrors=True)
             for (topic, partition, state, new, replicas, restarted), ok in zip(decisions, written):
                 if ok and state is not None and new.leader != state.leader:
                     self.elections += 1
