@@ -15,7 +15,9 @@ durable or are written:
 ``crash(directory)`` cuts every segment file under a broker's directory to its durable size
 plus, when the write is torn, a random part of the unflushed bytes; the next open recovers it
 with the real recovery. Checkpoint files are written atomically with an fsync
-(storage/checkpoints.py), so they survive a crash as they are.
+(storage/checkpoints.py), so they survive a crash as they are; the one written without an
+fsync (a new replica's empty epoch file) survives too, as after a process crash: its loss in
+a power loss is covered by tests/unit/storage/test_replica_logs.py.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from twisted_broker.replication.epochs import LeaderEpochCache
 from twisted_broker.codec.kafka07.replication_errors import NotEnoughReplicasAfterAppend, RequestTimedOut
 from twisted_broker.replication.leader import LeaderPartition
 from twisted_broker.registry.replication_paths import PartitionState
-from twisted_broker.storage.checkpoints import read_leader_epochs, write_leader_epochs
+from twisted_broker.storage.checkpoints import read_leader_epochs
 from twisted_broker.storage.log import Log
 
 log = logging.getLogger(__name__)
@@ -116,7 +116,7 @@ class Replica:
     # -- leader epochs and roles -----------------------------------------------------------
 
     def save_epochs(self) -> None:
-        write_leader_epochs(self.log.directory, self.epochs.encode())
+        self.log.write_epochs(self.epochs.encode())
 
     def become_leader(self, state: PartitionState, replicas: tuple[int, ...], *, broker_id: int, now_ms: int,
                       lag_time_max_ms: int, min_insync_replicas: int, log_end: int) -> None:

@@ -145,6 +145,7 @@ class ReplicaManager(FollowerRequests):
                 self._drop(replica)
         if assignment is None:
             return
+        created = []
         for partition, replicas in assignment.replicas.items():
             held = self.replicas.get((topic, partition))
             if held is not None and held.leader is not None and held.leader.replicas != replicas:
@@ -156,7 +157,13 @@ class ReplicaManager(FollowerRequests):
                     log.error("cannot hold a replica of %s-%d: %s", topic, partition, exc)
                     continue
                 self.replicas[(topic, partition)] = Replica(topic, partition, log_)
-                self._guarded(self._state_changed, topic, partition)
+                created.append(partition)
+        if created:
+            # One durable write names them all as replicas' logs (their own marks were
+            # written without an fsync: storage/checkpoints.py), before any takes a role.
+            self.checkpoint_high_watermarks()
+        for partition in created:
+            self._guarded(self._state_changed, topic, partition)
 
     def _give_up(self, replica: Replica, error: OSError) -> None:
         """The replica's log failed on disk: neither lead nor follow it again in this process."""

@@ -31,6 +31,7 @@ from twisted_broker.storage.topic_name import MAX_TOPIC_NAME_LENGTH, check_topic
 log = logging.getLogger(__name__)
 
 CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
+EMPTY_EPOCHS = b"0\n0\n"  # an epoch file with no entry: the mark of a new replica's log
 
 
 def parse_partition_directory(name: str) -> tuple[str, int] | None:
@@ -101,6 +102,10 @@ class LogManager:
             segments = open_log_directory(path, self._now())
             if not clean:
                 self.recovered_bytes += recover_segment(segments[-1])
+            if not is_replica_log(path) and (topic, partition) in high_watermarks:
+                # Taken up just before a power loss: its epoch file was not durable yet, the
+                # checkpoint (written after the batch) was (checkpoints.py).
+                write_leader_epochs(path, EMPTY_EPOCHS)
             if is_replica_log(path):
                 opened = ReplicaLog(path, topic, partition, segments, policy=self.policy_for(topic), now=self._now,
                                     flusher=self.flusher, high_watermark=high_watermarks.get((topic, partition), 0))
@@ -171,6 +176,11 @@ class LogManager:
         Raises InvalidTopic for a bad name or a 0.7 topic's partition, or OSError."""
         check_topic_name(topic, self.max_topic_name_length)
         existing = self._logs.get(topic, {}).get(partition)
+        if existing is not None and not isinstance(existing, ReplicaLog) and not existing.written_end:
+            # Empty and unmarked: a replica's log taken up just before a power loss lost its
+            # marker (below), or a 0.7 log never written to; either way nothing is in it.
+            self._forget_0_7_log(topic, partition, existing)
+            existing = None
         if existing is not None:
             if not isinstance(existing, ReplicaLog):
                 raise InvalidTopic(f"{topic}-{partition} is the log of a 0.7 topic, not a replica's")
@@ -178,12 +188,22 @@ class LogManager:
         path = self._partition_path(topic, partition)
         os.makedirs(path, exist_ok=True)
         if not is_replica_log(path):
-            write_leader_epochs(path, b"0\n0\n")
+            # Not fsynced: the caller makes a batch of new replicas durable at once, by writing
+            # the high watermark checkpoint that names them (checkpoints.py; issue 23).
+            write_leader_epochs(path, EMPTY_EPOCHS, durable=False)
         created = ReplicaLog(path, topic, partition, open_log_directory(path, self._now()),
                              policy=self.policy_for(topic), now=self._now, flusher=self.flusher, high_watermark=0)
         self._logs.setdefault(topic, {})[partition] = created
         log.info("created replica log %s", path)
         return created  # not on_new_topic: replicated topics stay out of 0.7's registry
+
+    def _forget_0_7_log(self, topic: str, partition: int, log_: Log) -> None:
+        log_.close()
+        del self._logs[topic][partition]
+        if not self._logs[topic]:
+            del self._logs[topic]
+            if self.on_topic_gone is not None:
+                self.on_topic_gone(topic)
 
     def delete_log(self, topic: str, partition: int) -> None:
         """Close and delete a log and its directory (a replica moved away by reassignment, a
