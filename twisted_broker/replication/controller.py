@@ -32,6 +32,7 @@ from twisted_broker.registry.replication_paths import ControllerInfo, PartitionS
 
 log = logging.getLogger(__name__)
 
+LOGGED_PASS = 50  # a pass writing at least this many states logs its timing
 CONTROLLER_RETRY_S = 0.2  # after a refused write or a failed read: ZooKeeper moved, look again
 
 
@@ -240,6 +241,7 @@ class Controller:
         KAFKA-5642). A write refused because the state moved (its leader's ISR write came
         first) re-reads that state and the pass is run again; the others stand."""
         cluster = self._cluster
+        started = self._clock.seconds()
         live = set(cluster.brokers)
         leaving = frozenset((yield self.admin.shutdown_requests()))
         if not self.active or self._stopped:
@@ -271,7 +273,11 @@ class Controller:
                 gatherResults(moved, consumeErrors=True).addCallback(
                     lambda _: self.admin.answer_finished_shutdowns(leaving) if self.active else None).addErrback(
                     lambda failure: log.warning("answering controlled shutdowns: %s", failure.getErrorMessage()))
+            decided = self._clock.seconds()
             written = yield gatherResults(writes, consumeErrors=True)
+            if len(decisions) >= LOGGED_PASS:
+                log.info("controller: %d partition states written in %.2f s (%d refused), decided in %.2f s",
+                         len(decisions), self._clock.seconds() - decided, written.count(False), decided - started)
             for (topic, partition, state, new, replicas, restarted), ok in zip(decisions, written):
                 if ok and state is not None and new.leader != state.leader:
                     self.elections += 1

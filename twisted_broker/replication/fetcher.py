@@ -62,7 +62,7 @@ class Fetchers:
         """The replica's role changed: fetch it from its leader, or from nobody."""
         for fetcher in self.fetchers.values():
             fetcher.replicas.pop((replica.topic, replica.partition), None)
-        if replica.role in (Role.TRUNCATING, Role.FOLLOWING) and not self.manager.stopping:
+        if replica.role in (Role.TRUNCATING, Role.FOLLOWING) and not (self.manager.stopping or self.manager.leaving):
             fetcher = self.fetchers.get(replica.leader_id)
             if fetcher is None:
                 fetcher = self.fetchers[replica.leader_id] = LeaderFetcher(self, replica.leader_id)
@@ -107,7 +107,7 @@ class LeaderFetcher:
     @inlineCallbacks
     def _loop(self):
         reactor = self.fetchers.reactor
-        while self.running and self.replicas and not self.manager.stopping:
+        while self.running and self.replicas and not (self.manager.stopping or self.manager.leaving):
             try:
                 if self._protocol is None:
                     address = self.manager.cluster.brokers.get(self.leader_id)

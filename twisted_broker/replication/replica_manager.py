@@ -68,6 +68,7 @@ class ReplicaManager(FollowerRequests):
         # expired while it was away: simulation seed 572942119), so leaders stay fenced.
         self.state_read = False
         self.stopping = False
+        self.leaving = False  # in a controlled shutdown: no ISR proposals of its own (service.py)
         # Called with a replica whose role became TRUNCATING or that stopped following (set
         # by the fetchers, which then pick it up or drop it).
         self.on_follow: Callable[[Replica], object] = lambda replica: None
@@ -145,7 +146,6 @@ class ReplicaManager(FollowerRequests):
                 self._drop(replica)
         if assignment is None:
             return
-        created = []
         for partition, replicas in assignment.replicas.items():
             held = self.replicas.get((topic, partition))
             if held is not None and held.leader is not None and held.leader.replicas != replicas:
@@ -157,13 +157,7 @@ class ReplicaManager(FollowerRequests):
                     log.error("cannot hold a replica of %s-%d: %s", topic, partition, exc)
                     continue
                 self.replicas[(topic, partition)] = Replica(topic, partition, log_)
-                created.append(partition)
-        if created:
-            # One durable write names them all as replicas' logs (their own marks were
-            # written without an fsync: storage/checkpoints.py), before any takes a role.
-            self.checkpoint_high_watermarks()
-        for partition in created:
-            self._guarded(self._state_changed, topic, partition)
+                self._guarded(self._state_changed, topic, partition)
 
     def _give_up(self, replica: Replica, error: OSError) -> None:
         """The replica's log failed on disk: neither lead nor follow it again in this process."""
@@ -278,7 +272,7 @@ class ReplicaManager(FollowerRequests):
     def _write_isr(self, replica: Replica, isr: tuple[int, ...]):
         topic, partition, leader = replica.topic, replica.partition, replica.leader
         state, version = self.cluster.state(topic, partition), self.cluster.version(topic, partition)
-        if state is None or version is None or state.leader_epoch != leader.leader_epoch:
+        if self.leaving or state is None or version is None or state.leader_epoch != leader.leader_epoch:
             leader.isr_write_refused()
             return
         new = with_isr_sessions(PartitionState(state.leader, state.leader_epoch, isr, state.controller_epoch,

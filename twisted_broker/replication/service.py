@@ -66,6 +66,12 @@ class ReplicationService(Service):
         broker_id = self.manager.broker_id
         path = paths.shutdown_path(broker_id)
         started = self._reactor.seconds()
+        # As Kafka's controller stops a leaving broker's replica fetchers: followed on, it
+        # would catch up and its leaders add it back to the ISRs the controller takes it out
+        # of, and its own ISR writes as a leader would race the controller's moves (the scale
+        # run: two seconds of such writes, then no answer within 5 s).
+        self.fetchers.stop()
+        self.manager.leaving = True
         try:
             try:
                 yield self._zk.create(path, b"{}", ephemeral=True)

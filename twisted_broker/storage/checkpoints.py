@@ -10,9 +10,9 @@
 Both are replaced whole, atomically: written to a temporary file, fsynced, renamed, and the
 directory fsynced, so a crash leaves the old file or the new one, never half of either. The
 exception is the epoch file of a log that holds nothing yet (``durable=False``): hundreds of
-replicas taken up at once cost four fsyncs each (issue 23). The replica manager writes the high
-watermark checkpoint, which names a batch of new replicas, once after the batch, and a replica
-log fsyncs its epoch file before its first append (replica_log.py).
+replicas taken up at once cost four fsyncs each (issue 23). A replica log fsyncs it before its
+first append (replica_log.py), so a log whose mark a power loss took is empty: the log manager
+takes it when replication assigns it, and opens a log the checkpoint names as a replica's.
 """
 
 from __future__ import annotations
