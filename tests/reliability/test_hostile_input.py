@@ -196,15 +196,16 @@ def test_consumers_that_never_read_their_responses_cannot_grow_the_broker_withou
     peak = settle_rss(pid, 3.0)
     descriptors = open_descriptors(pid)
     print(f"\n{len(slow)} consumers not reading: RSS {before:.0f} -> peak {peak:.0f} MiB, "
-          f"descriptors {descriptors_before} -> {descriptors}")
+          f"descriptors {descriptors_before} -> {descriptors}, slowest control round {control.slowest_s:.2f} s")
     assert broker.process.poll() is None
     for sock in slow:
         sock.close()
     control.stop()
     assert not control.errors, control.errors
     # Served all along; the slowest round waited for the CPU that the floods of requests
-    # cost (a 32,767-part MultiFetch takes about 0.2 s to decode and answer).
-    assert control.rounds > rounds and control.slowest_s < 5.0, (rounds, control.rounds, control.slowest_s)
+    # cost (a 32,767-part MultiFetch takes about 0.2 s to decode and answer): 1.3-3.1 s alone on
+    # this machine, 6.5 s once in the whole suite's three workers (fresh-clone CI, 2026-12-06).
+    assert control.rounds > rounds and control.slowest_s < 10.0, (rounds, control.rounds, control.slowest_s)
     assert peak - before < 150, (before, peak)
     # One socket each, and a region's descriptor is shared by a response's regions of a segment.
     assert descriptors - descriptors_before < 2 * len(slow) + 20, (descriptors_before, descriptors)

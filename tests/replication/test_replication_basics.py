@@ -12,6 +12,10 @@ def test_a_produced_message_is_committed_on_every_replica_and_read_from_any(thre
     for p in topic.partitions:
         assert sorted(p.replicas) == [0, 1, 2] and p.leader in p.replicas
     partition = topic.partitions[0]
+    # The answer came from one broker's view; the leader may act on its election a moment later
+    # (a fresh-clone CI run got NOT_LEADER, 6): wait until every broker sees it, as a producer
+    # retries its metadata.
+    cluster.create("events")
     with Wire(cluster.brokers[partition.leader]) as wire:
         for i in range(20):
             error, _offset = wire.produce("events", 0, [f"m{i}".encode()])
