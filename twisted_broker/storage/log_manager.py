@@ -103,8 +103,8 @@ class LogManager:
             if not clean:
                 self.recovered_bytes += recover_segment(segments[-1])
             if not is_replica_log(path) and (topic, partition) in high_watermarks:
-                # Taken up just before a power loss: its epoch file was not durable yet, the
-                # checkpoint (written after the batch) was (checkpoints.py).
+                # A power loss took its mark, written without an fsync while the log was
+                # empty (checkpoints.py); the checkpoint, written since, names it.
                 write_leader_epochs(path, EMPTY_EPOCHS)
             if is_replica_log(path):
                 opened = ReplicaLog(path, topic, partition, segments, policy=self.policy_for(topic), now=self._now,
@@ -188,8 +188,8 @@ class LogManager:
         path = self._partition_path(topic, partition)
         os.makedirs(path, exist_ok=True)
         if not is_replica_log(path):
-            # Not fsynced: the caller makes a batch of new replicas durable at once, by writing
-            # the high watermark checkpoint that names them (checkpoints.py; issue 23).
+            # Not fsynced while the log is empty: ReplicaLog.append fsyncs it before the first
+            # byte (checkpoints.py; issue 23).
             write_leader_epochs(path, EMPTY_EPOCHS, durable=False)
         created = ReplicaLog(path, topic, partition, open_log_directory(path, self._now()),
                              policy=self.policy_for(topic), now=self._now, flusher=self.flusher, high_watermark=0)
