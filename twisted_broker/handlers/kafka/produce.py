@@ -87,7 +87,10 @@ class ProduceRequests:
     def produce(self, request: Request) -> Deferred:
         """The answer; the Deferred's ``writes_done`` is true once every append of the request
         is done and only its acknowledgements wait (network/kafka.py then handles the requests
-        behind it meanwhile: librdkafka sends one acks=all Produce per partition, pipelined)."""
+        behind it meanwhile: librdkafka sends one acks=all Produce per partition, pipelined).
+        Never for an idempotent producer's batches: those are served one request at a time, as
+        Kafka serves every request (the nemesis of 2026-12-06 saw two such batches, both
+        appended before a refusal after the append, stored again by the producer's retries)."""
         done: list = []
         answer = self._produce(request, done)
         answer.writes_done = done.__len__
@@ -98,6 +101,7 @@ class ProduceRequests:
         body = request.body
         acks, timeout_ms = body["acks"], body["timeout_ms"]
         answers, waits = [], []
+        idempotent = False
         for topic, part, answer in partition_answers(body["topic_data"], answers, PRODUCED, asked="partition_data",
                                                      index="index", answered="partition_responses"):
             if acks not in ACKS:
@@ -109,6 +113,7 @@ class ProduceRequests:
             try:
                 target = yield self.partitions.for_write(topic["name"], part["index"], acks)
                 batches = self._batches(part["records"])
+                idempotent = idempotent or any(header.producer_id >= 0 for _batch, header, _values in batches)
                 answer["base_offset"] = self._append(target, batches)
                 answer["log_start_offset"] = earliest(target.log)
             except (PartitionError, BadRecords) as exc:
@@ -126,7 +131,8 @@ class ProduceRequests:
                                                                     timeout_ms)))
             elif acks == -1:
                 waits.append((answer, wait_visible(target.log, target.log.written_end, timeout_ms, self.clock)))
-        done.append(True)
+        if not idempotent:
+            done.append(True)
         if waits:
             results = yield DeferredList([waiting for _, waiting in waits], consumeErrors=True)
             for (answer, _), (ok, value) in zip(waits, results):

@@ -66,3 +66,40 @@ def test_no_flush_in_time_fails_with_request_timed_out_at_the_deadline():
     clock.advance(0.001)
     assert len(failed) == 1 and isinstance(failed[0], RequestTimedOut)
     assert log.watchers == [] and clock.getDelayedCalls() == []
+
+
+def test_an_acks_all_produce_lets_the_requests_behind_it_go_unless_its_batches_are_an_idempotent_producers(tmp_path):
+    # network/connection.py's overtakes (issue 23), and the nemesis of 2026-12-06 (two of an
+    # idempotent producer's batches stored twice): idempotent producers keep one request at a time.
+    import os
+    import time
+
+    from twisted.internet.defer import succeed
+
+    from twisted_broker.codec.kafka.protocol import Request
+    from twisted_broker.codec.kafka.record_batch import build_batch
+    from twisted_broker.handlers.kafka.partitions import Target
+    from twisted_broker.handlers.kafka.produce import ProduceRequests
+    from twisted_broker.server.stats import BrokerStats, RequestStats
+    from twisted_broker.storage.log import Log, LogPolicy
+    from twisted_broker.storage.log_directory import open_log_directory
+
+    path = str(tmp_path / "a-0")
+    os.makedirs(path)
+    log = Log(path, "a", 0, open_log_directory(path, time.time()), policy=LogPolicy(), now=time.time)
+
+    class Partitions:
+        def for_write(self, topic, partition, acks):
+            return succeed(Target(log, None, 0))
+
+    produce = ProduceRequests(Partitions(), BrokerStats(RequestStats(60, time.time)), max_batch_bytes=1 << 20, clock=Clock(), producer_ids=None)
+
+    def request(**ids):
+        batch = build_batch([(0, None, b"v", [])], **ids)
+        return Request(0, 7, 1, "c", {"transactional_id": None, "acks": -1, "timeout_ms": 30_000, "topic_data": [
+            {"name": "a", "partition_data": [{"index": 0, "records": memoryview(batch)}]}]})
+
+    assert produce.produce(request()).writes_done()  # appended: only its acknowledgement may wait
+    idempotent = produce.produce(request(producer_id=7, producer_epoch=0, base_sequence=0))
+    assert log.written_end > 0 and not idempotent.writes_done()
+    log.close()
