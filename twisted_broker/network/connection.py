@@ -29,8 +29,8 @@ Requests whose answer waits: ``handle`` may return a Deferred (a long-poll, acks
 ``hold`` may hold a request before it is handled (0.7's caught-up fetches): either way the
 requests behind it wait, in order, and a held request is cancelled when the connection goes.
 Except behind a request whose effects are done and only its answer waits (``overtakes``: an
-appended acks=all Produce): up to ``MAX_IN_FLIGHT`` answers then wait at once, and leave in
-order (librdkafka pipelines one Produce per partition: one commit at a time was 20 a second).
+appended acks=all Produce, not an idempotent producer's): up to ``MAX_IN_FLIGHT`` answers then
+wait at once, and leave in order (librdkafka pipelines one Produce per partition).
 """
 
 from __future__ import annotations

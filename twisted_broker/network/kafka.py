@@ -82,10 +82,10 @@ class KafkaModernProtocol(FramedConnection):
         return encode_response_pieces(request, body)
 
     def overtakes(self, request: Request, answer: Deferred) -> bool:
-        # A Produce whose appends are done and whose acks=all answer waits for its commit
-        # (handlers/kafka/produce.py): the requests behind it are handled meanwhile, their
-        # answers kept in order; Kafka's brokers serve one at a time, but librdkafka's one
-        # Produce per partition then commits one partition per replica round trip.
+        # A Produce whose appends are done and whose acks=all answer waits for its commit, not
+        # an idempotent producer's (handlers/kafka/produce.py): the requests behind it are
+        # handled meanwhile, their answers kept in order. Kafka's brokers serve one at a time,
+        # but librdkafka's one Produce per partition then commits one partition per round trip.
         return request.api_key == PRODUCE and getattr(answer, "writes_done", lambda: False)()
 
     def describe(self, request: Request) -> tuple[int, str]:
