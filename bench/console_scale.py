@@ -34,6 +34,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+from bench.webui_bench import wait_for_port_file
 from tests.support.scale_registry import ScaleLayout, write_registry
 from twisted_broker.local_zookeeper import ZooKeeperServer
 from twisted_broker.registry import replication_paths
@@ -56,15 +57,6 @@ def _summary(times_ms: list[float]) -> dict:
     ordered = sorted(times_ms)
     return {"median_ms": round(statistics.median(ordered), 1), "max_ms": round(ordered[-1], 1),
             "samples": len(ordered)}
-
-
-def _wait_for_port(path: Path, process: subprocess.Popen, timeout_s: float = 60.0) -> int:
-    deadline = time.monotonic() + timeout_s
-    while not (path.exists() and path.read_text().strip()):
-        if process.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"{path.name} was not written (exit status {process.poll()})")
-        time.sleep(0.05)
-    return int(path.read_text())
 
 
 def _pages(port: int, layout: ScaleLayout, repeat: int, writer) -> dict:
@@ -118,7 +110,7 @@ def run(topics: int = 1000, partitions: int = 1, repeat: int = 10, source: Path 
                                     "--port-file", str(directory / "console-port"), "--lag-sample-interval", "600"],
                                    cwd=directory, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         started = time.perf_counter()
-        port = _wait_for_port(directory / "console-port", console)
+        port = wait_for_port_file(directory / "console-port", console)
         while True:
             overview = json.loads(_get(port, "/api/overview")[1])
             if overview["synced"] and overview["totals"]["partitions"] == results["partitions"]:

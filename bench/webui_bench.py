@@ -40,7 +40,8 @@ TARGET_MS = 300.0
 TWISTD = [sys.executable, "-c", "from twisted.scripts.twistd import run; run()"]
 
 
-def _wait_for_file(path: Path, process: subprocess.Popen, timeout_s: float = 60.0) -> int:
+def wait_for_port_file(path: Path, process: subprocess.Popen, timeout_s: float = 60.0) -> int:
+    """The port a started process writes to ``path`` (bench/console_scale.py uses it too)."""
     deadline = time.monotonic() + timeout_s
     while not (path.exists() and path.read_text().strip()):
         if process.poll() is not None or time.monotonic() > deadline:
@@ -112,7 +113,7 @@ def run(repeat: int = REPEAT) -> dict:
                                    "--config", str(config), "--port-file", str(directory / "broker-port")],
                                   cwd=directory, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         children.append(broker)
-        _wait_for_file(directory / "broker-port", broker)
+        wait_for_port_file(directory / "broker-port", broker)
         register_s = _register(zk_connect)
         console = subprocess.Popen([*TWISTD, "-n", "--pidfile=", f"--logfile={directory}/console.log", "webui",
                                     "--zk", zk_connect, "--listen", "tcp:0:interface=127.0.0.1",
@@ -120,7 +121,7 @@ def run(repeat: int = REPEAT) -> dict:
                                    cwd=directory, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         children.append(console)
         started = time.perf_counter()
-        port = _wait_for_file(directory / "console-port", console)
+        port = wait_for_port_file(directory / "console-port", console)
         while True:
             overview = json.loads(_get(port, "/api/overview")[1])
             if overview["synced"] and overview["totals"]["topics"] == TOPICS and overview["totals"]["groups"] == GROUPS:
