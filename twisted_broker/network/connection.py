@@ -47,7 +47,6 @@ from twisted_broker.network.framing import FrameDecoder, FrameTooLarge
 from twisted_broker.network.file_streaming import close_regions, is_region, stream_region, wait_for_drain
 from twisted_broker.network.request_budget import BudgetedFrames, RequestBudget
 from twisted_broker.network.socket_options import set_socket_options
-
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_REQUEST_BYTES = 104_857_600
@@ -70,6 +69,7 @@ class FramedConnection(BudgetedFrames, Protocol):
     (server/stats.py's RequestStats: connection_opened, record, bytes_read, ...)."""
 
     cancel_answers_on_loss = False  # the connection going cancels a Deferred answer (waits that drop cleanly)
+    principal = "User:ANONYMOUS"  # the peer, as Kafka's authorizer names it, until an authentication names another
 
     def __init__(self, requests, *, max_request_size: int = DEFAULT_MAX_REQUEST_BYTES,
                  send_buffer_bytes: int | None = None, receive_buffer_bytes: int | None = None,

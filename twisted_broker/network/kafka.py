@@ -75,7 +75,7 @@ class KafkaModernProtocol(FramedConnection):
         if not self._client_host:
             peer = self.transport.getPeer()
             self._client_host = f"/{getattr(peer, 'host', peer)}"
-        request = replace(request, client_host=self._client_host)
+        request = replace(request, client_host=self._client_host, principal=self.principal)
         body = self._handlers[request.api_key](request)
         if isinstance(body, Deferred):
             return body.addCallback(lambda answer: encode_response_pieces(request, answer))

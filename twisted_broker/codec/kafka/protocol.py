@@ -57,6 +57,9 @@ class Request:
     # Not on the wire: the listener sets the peer's address, as Kafka's brokers show a
     # group member's host ("/127.0.0.1").
     client_host: str = ""
+    # Not on the wire: who sent it, as Kafka's authorizer names principals ("User:alice"); the
+    # listener sets it from the connection's authentication.
+    principal: str = "User:ANONYMOUS"
 
 
 def peek_header(frame: Buffer) -> tuple[int, int, int]:
