@@ -26,7 +26,7 @@ def replica_fetch(wire, replica_id, topic, partition, epoch, offset=0):
                                                                            offset),))
     body = wire.request(encode_replication_request(request))
     assert body[:2] == b"\x00\x00"
-    [answer] = decode_replica_fetch_response(body[2:])
+    _session, [answer] = decode_replica_fetch_response(body[2:])
     return answer
 
 
@@ -84,6 +84,14 @@ def test_a_follower_fetch_with_a_newer_epoch_gets_its_error_and_the_leader_leads
     with Wire(cluster.brokers[leader]) as wire:
         answer = replica_fetch(wire, follower, "bad", 0, 2)
         assert answer.error == UNKNOWN_LEADER_EPOCH and bytes(answer.messages) == b""
+    assert_unchanged(cluster, leader, follower)
+
+
+def test_a_fetch_in_a_session_the_leader_does_not_hold_gets_the_sessions_error(led_at_epoch_one):
+    cluster, leader, follower = led_at_epoch_one
+    with Wire(cluster.brokers[leader]) as wire:
+        request = ReplicaFetchRequest(follower, 0, 0, (), session_id=12345, session_epoch=3)
+        assert wire.request(encode_replication_request(request))[:2] == b"\x00\x46"  # 70: FETCH_SESSION_ID_NOT_FOUND
     assert_unchanged(cluster, leader, follower)
 
 

@@ -3,7 +3,10 @@ leader broker, carrying every partition this broker follows there.
 
 Each round: partitions that start following ask the leader where their latest epoch ends and
 cut their logs there (epochs.py); then one ReplicaFetch for all the others, which the leader
-holds up to ``fetch_wait_max_ms`` when nothing is new. Each answer's bytes are CRC-checked and
+holds up to ``fetch_wait_max_ms`` when nothing is new. The fetch carries a fetch session
+(docs/replication.md §5): the first on a connection lists every partition, each next one
+only those whose end (or leader epoch) moved and those no longer followed there, and the
+answer carries only the partitions with something new. Each answer's bytes are CRC-checked and
 appended verbatim, so the replica's segment files are byte-identical to the leader's, with the
 leader's epoch entries recorded first; the replica's high watermark is then
 ``min(leader's, own log end)``. An answer for a partition whose role changed while the request
@@ -22,13 +25,15 @@ from twisted.internet.task import deferLater
 from twisted_broker.network.kafka07_client import connect_client
 from twisted_broker.errors import InvalidMessage, OffsetOutOfRange
 from twisted_broker.replication.epochs import first_question, follower_truncation
-from twisted_broker.codec.kafka07.replication_errors import FencedLeaderEpoch, NotLeaderForPartition, UnknownLeaderEpoch
+from twisted_broker.codec.kafka07.replication_errors import (
+    FencedLeaderEpoch, FetchSessionIdNotFound, InvalidFetchSessionEpoch, NotLeaderForPartition, UnknownLeaderEpoch,
+)
 from twisted_broker.replication.replica import Replica, Role
 from twisted_broker.replication.replica_manager import ReplicaManager
 from twisted_broker.codec.kafka07.requests import EARLIEST_TIME
 from twisted_broker.codec.kafka07.message_set import validate_message_set
 from twisted_broker.codec.kafka07.replication import (
-    EpochEndOffsetRequest, EpochQuery, ReplicaFetchPartition, ReplicaFetchRequest, decode_epoch_end_offsets,
+    NEW_SESSION, EpochEndOffsetRequest, EpochQuery, ReplicaFetchPartition, ReplicaFetchRequest, decode_epoch_end_offsets,
     decode_replica_fetch_response, encode_replication_request,
 )
 from twisted_broker.codec.kafka07.requests import OffsetRequest, encode_request
@@ -38,6 +43,7 @@ log = logging.getLogger(__name__)
 
 FETCHER_RETRY_S = 0.5
 STALE_STATE_CODES = {NotLeaderForPartition.code, FencedLeaderEpoch.code, UnknownLeaderEpoch.code}
+SESSION_CODES = {FetchSessionIdNotFound.code, InvalidFetchSessionEpoch.code}
 
 
 class Fetchers:
@@ -89,6 +95,13 @@ class LeaderFetcher:
         self._out_of_range: list[Replica] = []  # answered OffsetOutOfRange: see _realign
         self.running = False
         self._protocol = None
+        self._new_session()
+
+    def _new_session(self) -> None:
+        """The next fetch lists every partition (a new connection, or the leader lost ours)."""
+        self._session_id, self._session_epoch = 0, NEW_SESSION
+        # What the leader's session holds per partition: (leader epoch, offset, max bytes, flushed offset).
+        self._sent: dict[tuple[str, int], tuple[int, int, int, int]] = {}
 
     def start(self) -> None:
         if not self.running:
@@ -116,7 +129,8 @@ class LeaderFetcher:
                         continue
                     self._protocol = yield self.fetchers.connect(reactor, *address,
                                                                  timeout_s=self.fetchers.connect_timeout_s)
-                    self._protocol.disconnected.addBoth(self._disconnected)
+                    self._new_session()
+                    self._protocol.disconnected.addBoth(self._disconnected, self._protocol)
                 truncating = [r for r in self.replicas.values() if r.role is Role.TRUNCATING]
                 if truncating:
                     yield self._truncate(truncating)
@@ -141,8 +155,10 @@ class LeaderFetcher:
             self._protocol.close()
             self._protocol = None
 
-    def _disconnected(self, _result) -> None:
-        self._protocol = None
+    def _disconnected(self, _result, protocol) -> None:
+        if self._protocol is protocol:
+            self._protocol = None
+            self._new_session()
 
     def _request(self, request):
         return self._request_bytes(encode_replication_request(request))
@@ -152,11 +168,15 @@ class LeaderFetcher:
 
     @inlineCallbacks
     def _request_bytes(self, data: bytes):
+        error, body = yield self._request_answer(data)
+        return body
+
+    def _request_answer(self, data: bytes):
+        """A Deferred of the answer's (error, body)."""
         protocol = self._protocol
         if protocol is None:
             raise ConnectionError(f"not connected to broker {self.leader_id}")
-        error, body = yield protocol.request(data)
-        return body
+        return protocol.request(data)
 
     @inlineCallbacks
     def _truncate(self, replicas: list[Replica]):
@@ -195,23 +215,48 @@ class LeaderFetcher:
 
     @inlineCallbacks
     def _fetch(self, replicas: list[Replica]):
-        asked = [(r, r.leader_epoch) for r in replicas]
-        request = ReplicaFetchRequest(self.manager.broker_id, self.fetchers.fetch_wait_max_ms, 1, tuple(
-            ReplicaFetchPartition(r.topic, r.partition, epoch, r.log.written_end, self.fetchers.fetch_max_bytes,
-                                  r.log.flushed_end)
-            for r, epoch in asked))
-        answers = decode_replica_fetch_response((yield self._request(request)))
-        progressed = False
-        for (replica, epoch), answer in zip(asked, answers):
-            if replica.role is not Role.FOLLOWING or replica.leader_epoch != epoch \
-                    or self.replicas.get((replica.topic, replica.partition)) is not replica:
-                continue
+        full = self._session_epoch == NEW_SESSION
+        following, listed = {}, []
+        max_bytes = self.fetchers.fetch_max_bytes
+        for replica in replicas:
+            key = (replica.topic, replica.partition)
+            following[key] = replica
+            now = (replica.leader_epoch, replica.log.written_end, max_bytes, replica.log.flushed_end)
+            if full or self._sent.get(key) != now:
+                listed.append((key, now))
+        forgotten = () if full else tuple(key for key in self._sent if key not in following)
+        request = ReplicaFetchRequest(
+            self.manager.broker_id, self.fetchers.fetch_wait_max_ms, 1,
+            tuple(ReplicaFetchPartition(topic, partition, *now) for (topic, partition), now in listed),
+            self._session_id, self._session_epoch, forgotten)
+        error, body = yield self._request_answer(encode_replication_request(request))
+        if error in SESSION_CODES:  # the leader restarted, or lost track: start again
+            log.info("fetch session %d with broker %d ended (error %d); starting a new one", self._session_id,
+                     self.leader_id, error)
+            self._new_session()
+            return True
+        session_id, answers = decode_replica_fetch_response(body)
+        # What the leader's session holds now.
+        if full:
+            self._sent = {}
+        self._sent.update(listed)
+        for key in forgotten:
+            self._sent.pop(key, None)
+        self._session_id, self._session_epoch = session_id, request.session_epoch + 1
+        progressed = not answers
+        for answer in answers:
+            key = (answer.topic, answer.partition)
+            replica, sent = self.replicas.get(key), self._sent.get(key)
+            if replica is None or sent is None or replica.role is not Role.FOLLOWING or replica.leader_epoch != sent[0]:
+                continue  # its role changed while the request was out: the next fetch says so
             if answer.error:
+                del self._sent[key]  # listed again next time, whatever its end
                 self._stale(replica, answer.error)
                 continue
             progressed = True
-            self.leader_ends[(replica.topic, replica.partition)] = answer.log_end
-            self._append(replica, answer)
+            self.leader_ends[key] = answer.log_end
+            if not self._append(replica, answer):
+                del self._sent[key]
         if self._out_of_range:
             replicas, self._out_of_range = self._out_of_range, []
             for replica in replicas:
@@ -233,7 +278,8 @@ class LeaderFetcher:
             log.warning("%s: the leader has no offset %d; truncating again", replica.name, replica.log.written_end)
             replica.role = Role.TRUNCATING
 
-    def _append(self, replica: Replica, answer) -> None:
+    def _append(self, replica: Replica, answer) -> bool:
+        """Take the answer's messages and high watermark; False if the bytes fail their check."""
         log_ = replica.log
         if len(answer.messages):
             try:
@@ -243,10 +289,11 @@ class LeaderFetcher:
                 # network or disk fault. Take nothing and ask again.
                 log.error("%s: the leader's bytes at %d fail their check (%s); fetching again", replica.name,
                           log_.written_end, exc)
-                return
+                return False
             replica.copy_epochs(answer.epochs)
             log_.append(messages)
         log_.publish_to(min(answer.high_watermark, log_.written_end))
+        return True
 
     def _stale(self, replica: Replica, error: int) -> None:
         if error in STALE_STATE_CODES:

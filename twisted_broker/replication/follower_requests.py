@@ -3,7 +3,7 @@ position, which moves the ISR and the high watermark) and their "where does my e
 questions, checked against this broker's roles; 
 A mixin of ReplicaManager (replica_manager.py), which holds the replicas, the cluster cache,
 the clock and ``_apply``/``_state_changed``; it is apart only to keep each module readable.
-The held fetches themselves wait in ``fetch_waiters`` (fetch_waiters.py).
+The followers' fetch sessions, and their held fetches, are in fetch_sessions.py.
 """
 
 from __future__ import annotations

@@ -10,6 +10,8 @@ event                                              decision
 a follower fetches from ``o``                      its end is ``o``; caught up now if ``o`` >=
                                                    the leader's end, or caught up at its last
                                                    fetch if ``o`` >= the leader's end then
+a follower's fetch session fetched at ``t``        caught up at ``t`` if its end (unchanged:
+without listing the partition                      not listed) >= the leader's end
 a follower outside the ISR reaches ``HW`` and      propose ISR + follower
 the current epoch's start
 an ISR follower not caught up for more than        propose ISR - follower
@@ -150,6 +152,14 @@ class LeaderPartition:
                 and offset >= self.high_watermark and offset >= self.epoch_start_offset):
             return Decision(decision.high_watermark, self._propose((*self.isr, replica)))
         return decision
+
+    def follower_seen(self, replica: int, at_ms: int) -> None:
+        """Follower ``replica`` fetched at ``at_ms`` in a fetch session that holds this partition
+        without listing it: its end is the one last recorded. Caught up then if that end is the
+        leader's, as a fetch from there would be."""
+        position = self.followers.get(replica)
+        if position is not None and position.end is not None and position.end >= self.log_end:
+            position.caught_up_at_ms = max(position.caught_up_at_ms, at_ms)
 
     def tick(self, now_ms: int) -> Decision:
         """Drop from the ISR the followers that have not caught up for too long."""

@@ -28,7 +28,7 @@ from twisted_broker.registry import replication_paths as paths
 from twisted_broker.replication.cluster_state import ClusterState, Subscriber
 from twisted_broker.codec.kafka07.replication_errors import NotEnoughReplicas, NotLeaderForPartition
 from twisted_broker.replication.election import with_isr_sessions
-from twisted_broker.replication.fetch_waiters import FetchWaiters
+from twisted_broker.replication.fetch_sessions import FetchSessions
 from twisted_broker.replication.follower_requests import FollowerRequests
 from twisted_broker.replication.leader import Decision
 from twisted_broker.replication.log_failures import OfflineReplicas, log_failure
@@ -73,7 +73,7 @@ class ReplicaManager(FollowerRequests):
         # by the fetchers, which then pick it up or drop it).
         self.on_follow: Callable[[Replica], object] = lambda replica: None
         # Followers' fetches held for new data (handlers/kafka07/replication_requests.py): woken by appends.
-        self.fetch_waiters = FetchWaiters(clock)
+        self.fetch_sessions = FetchSessions(clock)  # the followers' fetch sessions here (as their leader)
         self._tick = LoopingCall(self._tick_leaders)
         self._checkpoint = LoopingCall(self.checkpoint_high_watermarks)
         self._checkpointed: dict[tuple[str, int], int] = {}  # what the file holds
@@ -165,6 +165,7 @@ class ReplicaManager(FollowerRequests):
         replica.go_offline_for_good()
         replica.fail_waiters(NotLeaderForPartition(f"{replica.name}: its log failed on broker {self.broker_id}"))
         self.on_follow(replica)  # the fetchers drop it
+        self.fetch_sessions.changed((replica.topic, replica.partition))  # its followers hear the error
 
     def _drop(self, replica: Replica) -> None:
         """A reassignment moved this replica away: stop, and delete its log."""
@@ -180,7 +181,7 @@ class ReplicaManager(FollowerRequests):
         state = self.cluster.state(topic, partition)
         if replica is None or state is None or self.stopping or (topic, partition) in self.offline:
             return
-        self.fetch_waiters.changed()  # a held fetch's answer may now carry an error
+        self.fetch_sessions.changed((topic, partition))  # a held fetch's answer may now carry an error
         replicas = self.cluster.replicas(topic, partition)
         if self.session and self.cluster.sessions.get(self.broker_id) != self.session:
             # Not registered under this run (yet): the registration of a previous run may
@@ -254,15 +255,26 @@ class ReplicaManager(FollowerRequests):
             if key not in self.offline and (error := log_failure(replica.log)) is not None:
                 self._give_up(replica, error)
             if replica.role is Role.LEADER:
+                self._seen_in_sessions(replica)
                 self._apply(replica, replica.leader.tick(now))
             if replica.ack_waiters:
                 replica.expire_waiters(now)
+
+    def _seen_in_sessions(self, replica: Replica) -> None:
+        """Followers whose fetch session holds the partition fetched at its last fetch time, at
+        the end the session holds (an incremental fetch lists only the partitions whose end
+        moved; docs/replication.md §5, fetch sessions)."""
+        key, leader = (replica.topic, replica.partition), replica.leader
+        for follower in leader.followers:
+            session = self.fetch_sessions.session_of(follower)
+            if session is not None and key in session.partitions:
+                leader.follower_seen(follower, session.last_fetch_ms)
 
     # -- the leader's decisions ------------------------------------------------------------
 
     def _apply(self, replica: Replica, decision: Decision) -> None:
         if decision.high_watermark is not None:
-            self.fetch_waiters.changed()
+            self.fetch_sessions.changed((replica.topic, replica.partition), wake=False)
             replica.log.publish_to(decision.high_watermark)
             replica.release_waiters(decision.copies)
         if decision.propose_isr is not None:
@@ -342,7 +354,7 @@ class ReplicaManager(FollowerRequests):
         """The broker appended to a leader's log."""
         if replica.leader is not None:
             self._apply(replica, replica.leader.appended(self._leader_end(replica)))
-        self.fetch_waiters.appended((replica.topic, replica.partition))
+        self.fetch_sessions.changed((replica.topic, replica.partition))
 
     def _leader_end(self, replica: Replica) -> int:
         return replica.log.flushed_end if self.count_flushed else replica.log.written_end

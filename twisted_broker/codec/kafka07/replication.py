@@ -5,12 +5,16 @@ byte of 0.7's layouts. Each request is ``int32 size``, ``int16 type``, then the 
 response is ``int32 size``, ``int16 error`` (always 0: errors are per partition), then:
 
 ==================  ==========================================================================
-ReplicaFetch (100)  replica int32, max wait ms int32, min bytes int32, count int16, then per
-                    partition: topic string16, partition int32, leader epoch int32, offset
-                    int64, max bytes int32, flushed offset int64 (the follower's durable end)
-  response part     size int32, error int16, high watermark int64, log end int64, epoch
-                    count int16, (epoch int32, start offset int64) x count, message set bytes
-                    (the rest of the part: streamed from the segment, as a 0.7 fetch)
+ReplicaFetch (100)  replica int32, max wait ms int32, min bytes int32, session id int32,
+                    session epoch int32, count int16, then per partition listed: topic
+                    string16, partition int32, leader epoch int32, offset int64, max bytes
+                    int32, flushed offset int64 (the follower's durable end); then forgotten
+                    count int16, (topic string16, partition int32) x count
+  response          (its header's error: the session's, 70 or 71) session id int32, then
+                    parts: size int32, topic string16, partition int32, error int16, high
+                    watermark int64, log end int64, epoch count int16, (epoch int32, start
+                    offset int64) x count, message set bytes (the rest of the part: streamed
+                    from the segment, as a 0.7 fetch)
 EpochEndOffset      replica int32, count int16, then per partition: topic string16, partition
 (101)               int32, current leader epoch int32, asked epoch int32
   response          count int32, then per partition: error int16, epoch int32, end offset int64
@@ -46,9 +50,13 @@ NOT_REPLICATED = 3  # a topic's error in a Metadata answer: a 0.7 topic, whose p
 REPLICATION_REQUEST_NAMES = {REPLICA_FETCH: "replica-fetch", EPOCH_END_OFFSET: "epoch-end-offset",
                              PRODUCE_ACK: "produce-ack", REPLICA_METADATA: "metadata"}
 
-_FETCH_HEAD = struct.Struct(">iii")  # replica, max wait ms, min bytes
+_FETCH_HEAD = struct.Struct(">iiiii")  # replica, max wait ms, min bytes, session id, session epoch
 _FETCH_PART = struct.Struct(">iiqiq")  # partition, leader epoch, offset, max bytes, flushed offset
-_FETCH_ANSWER = struct.Struct(">hqqh")  # error, high watermark, log end, epoch count
+_FETCH_ANSWER = struct.Struct(">ihqqh")  # partition, error, high watermark, log end, epoch count
+_FORGOTTEN = struct.Struct(">i")  # partition
+# Session epochs (docs/replication.md §5, fetch sessions): a one-off fetch, a new session.
+SESSIONLESS = -1
+NEW_SESSION = 0
 _EPOCH_ENTRY = struct.Struct(">iq")  # epoch, start offset
 _EPOCH_HEAD = struct.Struct(">i")  # replica
 _EPOCH_PART = struct.Struct(">iii")  # partition, current leader epoch, asked epoch
@@ -92,31 +100,40 @@ class ReplicaFetchRequest:
     replica_id: int
     max_wait_ms: int
     min_bytes: int
-    partitions: tuple[ReplicaFetchPartition, ...]
+    partitions: tuple[ReplicaFetchPartition, ...]  # listed: all (a full fetch) or those that changed
+    session_id: int = 0
+    session_epoch: int = SESSIONLESS
+    forgotten: tuple[tuple[str, int], ...] = ()
 
     @classmethod
     def decode(cls, buf: Buffer, pos: int) -> tuple[ReplicaFetchRequest, int]:
-        replica, wait, min_bytes = unpack_at(_FETCH_HEAD, buf, pos)
+        replica, wait, min_bytes, session_id, session_epoch = unpack_at(_FETCH_HEAD, buf, pos)
         parts, pos = _topic_parts(buf, pos + _FETCH_HEAD.size, _FETCH_PART, ReplicaFetchPartition)
-        return cls(replica, wait, min_bytes, parts), pos
+        forgotten, pos = _topic_parts(buf, pos, _FORGOTTEN, lambda topic, partition: (topic, partition))
+        return cls(replica, wait, min_bytes, parts, session_id, session_epoch, forgotten), pos
 
     def encode(self) -> bytes:
-        return _FETCH_HEAD.pack(self.replica_id, self.max_wait_ms, self.min_bytes) + INT16.pack(len(self.partitions)) + b"".join(
-            encode_short_string(p.topic) + _FETCH_PART.pack(p.partition, p.leader_epoch, p.offset, p.max_bytes,
-                                                            p.flushed_offset)
-            for p in self.partitions)
+        return b"".join((
+            _FETCH_HEAD.pack(self.replica_id, self.max_wait_ms, self.min_bytes, self.session_id, self.session_epoch),
+            INT16.pack(len(self.partitions)),
+            *(encode_short_string(p.topic) + _FETCH_PART.pack(p.partition, p.leader_epoch, p.offset, p.max_bytes,
+                                                               p.flushed_offset) for p in self.partitions),
+            INT16.pack(len(self.forgotten)),
+            *(encode_short_string(topic) + _FORGOTTEN.pack(partition) for topic, partition in self.forgotten)))
 
 
-def encode_replica_fetch_part_header(error: int, high_watermark: int, log_end: int,
+def encode_replica_fetch_part_header(topic: str, partition: int, error: int, high_watermark: int, log_end: int,
                                      epochs: list[tuple[int, int]], message_bytes: int) -> bytes:
     """One partition's answer up to its message set, which the broker streams after it."""
-    body = _FETCH_ANSWER.pack(error, high_watermark, log_end, len(epochs)) + b"".join(
-        _EPOCH_ENTRY.pack(epoch, start) for epoch, start in epochs)
+    body = encode_short_string(topic) + _FETCH_ANSWER.pack(partition, error, high_watermark, log_end, len(epochs)) \
+        + b"".join(_EPOCH_ENTRY.pack(epoch, start) for epoch, start in epochs)
     return INT32.pack(len(body) + message_bytes) + body
 
 
 @dataclass(frozen=True, slots=True)
 class ReplicaFetchAnswer:
+    topic: str
+    partition: int
     error: int
     high_watermark: int
     log_end: int
@@ -124,25 +141,27 @@ class ReplicaFetchAnswer:
     messages: memoryview
 
 
-def decode_replica_fetch_response(body: Buffer) -> list[ReplicaFetchAnswer]:
-    """The per-partition answers of a ReplicaFetch response body (after its error code), in
-    the order asked."""
+def decode_replica_fetch_response(body: Buffer) -> tuple[int, list[ReplicaFetchAnswer]]:
+    """The session id and the per-partition answers of a ReplicaFetch response body (after
+    its error code)."""
     view = memoryview(body)
-    answers, pos = [], 0
+    (session_id,) = unpack_at(INT32, view, 0)
+    answers, pos = [], INT32.size
     while pos < len(view):
         (size,) = unpack_at(INT32, view, pos)
         end = pos + 4 + size
-        if size < _FETCH_ANSWER.size or end > len(view):
-            raise Truncated(pos, 4 + max(size, _FETCH_ANSWER.size), len(view) - pos)
-        error, hw, log_end, count = _FETCH_ANSWER.unpack_from(view, pos + 4)
-        at = pos + 4 + _FETCH_ANSWER.size
+        if end > len(view):
+            raise Truncated(pos, 4 + size, len(view) - pos)
+        topic, at = decode_short_string(view[:end], pos + 4)
+        partition, error, hw, log_end, count = unpack_at(_FETCH_ANSWER, view[:end], at)
+        at += _FETCH_ANSWER.size
         if count < 0 or at + count * _EPOCH_ENTRY.size > end:
             raise Truncated(at, count * _EPOCH_ENTRY.size, end - at)
         epochs = tuple(_EPOCH_ENTRY.unpack_from(view, at + i * _EPOCH_ENTRY.size) for i in range(count))
         at += count * _EPOCH_ENTRY.size
-        answers.append(ReplicaFetchAnswer(error, hw, log_end, epochs, view[at:end]))
+        answers.append(ReplicaFetchAnswer(topic, partition, error, hw, log_end, epochs, view[at:end]))
         pos = end
-    return answers
+    return session_id, answers
 
 
 @dataclass(frozen=True, slots=True)

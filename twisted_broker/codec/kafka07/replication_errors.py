@@ -39,6 +39,19 @@ class NotAReplica(KafkaError):
     code = 56
 
 
+class FetchSessionIdNotFound(KafkaError):
+    """Code 70: the follower's fetch session is not this leader's (it restarted, or a newer
+    session replaced it): the follower starts a new one."""
+
+    code = 70
+
+
+class InvalidFetchSessionEpoch(KafkaError):
+    """Code 71: the fetch is not the session's next one: the follower starts a new session."""
+
+    code = 71
+
+
 class FencedLeaderEpoch(KafkaError):
     """Code 74: the requester's leader epoch is older than this leader's."""
 
@@ -53,5 +66,6 @@ class UnknownLeaderEpoch(KafkaError):
 
 REPLICATION_ERRORS_BY_CODE: dict[int, type[KafkaError]] = {
     cls.code: cls for cls in (NotLeaderForPartition, RequestTimedOut, NotEnoughReplicas,
-                              NotEnoughReplicasAfterAppend, NotAReplica, FencedLeaderEpoch, UnknownLeaderEpoch)
+                              NotEnoughReplicasAfterAppend, NotAReplica, FetchSessionIdNotFound, InvalidFetchSessionEpoch,
+                              FencedLeaderEpoch, UnknownLeaderEpoch)
 }

@@ -3,7 +3,7 @@ replicated topics for 0.7's requests (docs/replication.md §5, §7).
 
 Answers are response pieces as for 0.7's requests (bytes and file regions, streamed), or a
 Deferred of them when the answer waits: a follower's fetch with nothing new (long-poll up to
-its max wait, woken by the next append), and a produce with acks=all (until the high
+its max wait, woken by the next append; replica_fetch.py), and a produce with acks=all (until the high
 watermark passes it, or its timeout).
 """
 
@@ -24,12 +24,11 @@ from twisted_broker.replication.assignment import AssignmentError
 from twisted_broker.codec.kafka07.replication_errors import RequestTimedOut
 from twisted_broker.replication.replica import Replica
 from twisted_broker.replication.replica_manager import ReplicaManager
-from twisted_broker.storage.segment import FileRegion
+from twisted_broker.handlers.kafka07.replica_fetch import ReplicaFetches
 from twisted_broker.codec.kafka07.message_set import validate_message_set
 from twisted_broker.codec.kafka07.replication import (
     NOT_REPLICATED, EpochEndOffsetRequest, Metadata, MetadataRequest, PartitionMetadata, ProduceAckRequest,
-    ReplicaFetchRequest, TopicMetadata, encode_epoch_end_offsets, encode_metadata, encode_produce_acks,
-    encode_replica_fetch_part_header,
+    TopicMetadata, encode_epoch_end_offsets, encode_metadata, encode_produce_acks,
 )
 from twisted_broker.codec.kafka07.responses import NO_ERROR, encode_response_header
 # Kafka's code: more replicas asked than live brokers.
@@ -54,108 +53,9 @@ class ReplicationRequests:
         self.default_replication_factor = default_replication_factor
         self.num_partitions = num_partitions
         self.clock = clock
+        self.replica_fetch = ReplicaFetches(manager, clock).replica_fetch
 
-    # -- follower fetches -------------------------------------------------------------------
-
-    def replica_fetch(self, request: ReplicaFetchRequest) -> list | Deferred:
-        """The answer, or a Deferred of it while nothing is new (woken by an append to one of
-        its partitions, replication/fetch_waiters.py).
-
-        A held fetch records the follower's position again when woken, so it must not wake
-        for a follower that has moved on: its connection closed (the connection cancels the
-        Deferred: the wait is dropped, no position touched), or died unseen while the follower
-        fetched through a new one (a fetch of the follower was recorded since this one: it
-        gets an empty answer, nobody reads it). Recording the old offset would drop a healthy
-        follower from the ISR: it looks as if it fetched from below the high watermark.
-
-        A wait that runs out with nothing changed since it was held (no append, high
-        watermark or role anywhere on this broker) is answered with what the fetch found
-        then: the same answer, without reading every partition again (an idle follower's
-        position was recorded when it asked)."""
-        pieces, found = self._replica_fetch_pieces(request)
-        if found or request.max_wait_ms <= 0:
-            return pieces
-        _close_regions(pieces)
-        waiters = self.manager.fetch_waiters
-        keys = [(part.topic, part.partition) for part in request.partitions]
-        seen = self._fetch_counts(request)
-        changes = waiters.changes
-
-        def dropped(_waiting) -> None:
-            if timer.active():
-                timer.cancel()
-            waiters.drop(keys, wake)
-
-        waiting: Deferred = Deferred(dropped)
-
-        def wake(timed_out: bool = False) -> None:
-            nonlocal seen, pieces, changes
-            if waiting.called:
-                return
-            if timed_out and waiters.changes == changes:
-                dropped(waiting)
-                waiting.callback(pieces)  # headers only: a follower that moved on reads nothing from it
-                return
-            if self._fetch_counts(request) != seen:
-                dropped(waiting)
-                waiting.callback(self._empty_answer(request))
-                return
-            pieces, found = self._replica_fetch_pieces(request)
-            seen, changes = self._fetch_counts(request), waiters.changes
-            if not found and timer.active():  # an append the follower does not read yet (flushed visibility)
-                _close_regions(pieces)
-                waiters.hold(keys, wake)
-                return
-            dropped(waiting)
-            waiting.callback(pieces)
-
-        timer = self.clock.callLater(request.max_wait_ms / 1000, wake, True)
-        waiters.hold(keys, wake)
-        return waiting
-
-    def _fetch_counts(self, request: ReplicaFetchRequest) -> list:
-        """How many fetches of the follower each asked partition's leader has recorded."""
-        counts = []
-        for part in request.partitions:
-            replica = self.manager.replicas.get((part.topic, part.partition))
-            leader = replica.leader if replica is not None else None
-            position = leader.followers.get(request.replica_id) if leader is not None else None
-            counts.append(position.fetches if position is not None else None)
-        return counts
-
-    def _empty_answer(self, request: ReplicaFetchRequest) -> list:
-        """No data and no error for any partition (its ends as they are); no position recorded."""
-        headers = []
-        for part in request.partitions:
-            replica = self.manager.replicas.get((part.topic, part.partition))
-            ends = (replica.log.end_offset, replica.log.written_end) if replica is not None else (-1, -1)
-            headers.append(encode_replica_fetch_part_header(NO_ERROR, *ends, [], 0))
-        return [encode_response_header(NO_ERROR, sum(map(len, headers))), *headers]
-
-    def _replica_fetch_pieces(self, request: ReplicaFetchRequest) -> tuple[list, bool]:
-        parts: list = []
-        total = 0
-        found = False
-        for part in request.partitions:
-            region = None
-            try:
-                replica = self.manager.follower_fetch(request.replica_id, part.topic, part.partition,
-                                                      part.leader_epoch, part.offset, part.flushed_offset)
-                log_ = replica.log
-                region = log_.read_written(part.offset, part.max_bytes)
-                length = region.length if region is not None else 0
-                epochs = [(e.epoch, e.start_offset) for e in replica.epochs.entries_in(part.offset, part.offset + length)]
-                header = encode_replica_fetch_part_header(NO_ERROR, log_.end_offset, log_.written_end, epochs, length)
-            except KafkaError as exc:
-                found = True  # an error is an answer: the follower must hear it now
-                header = encode_replica_fetch_part_header(exc.code, -1, -1, [], 0)
-            parts.append(header)
-            total += len(header)
-            if region is not None:
-                parts.append(region)
-                total += region.length
-                found = True
-        return [encode_response_header(NO_ERROR, total), *parts], found
+    # -- follower fetches (replica_fetch.py) ---------------------------------------------------
 
     def epoch_end_offset(self, request: EpochEndOffsetRequest) -> list:
         answers = []
@@ -318,8 +218,3 @@ class ReplicationRequests:
             yield deferLater(self.clock, CREATION_RETRY_S, lambda: None)
             waited += CREATION_RETRY_S
 
-
-def _close_regions(pieces: list) -> None:
-    for piece in pieces:
-        if isinstance(piece, FileRegion):
-            piece.close()

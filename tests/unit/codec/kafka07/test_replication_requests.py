@@ -13,22 +13,27 @@ from twisted_broker.codec.kafka07.replication import (
 )
 from twisted_broker.codec.kafka07.requests import MultiProduceRequest, ProduceRequest, decode_request
 
-REPLICA_FETCH_A_0 = (b"\x00\x00\x00\x2f"                  # size: 47 bytes follow
+REPLICA_FETCH_A_0 = (b"\x00\x00\x00\x40"                  # size: 64 bytes follow
                      b"\x00\x64"                          # request type: 100, replica fetch
                      b"\x00\x00\x00\x02"                  # replica: broker 2
                      b"\x00\x00\x01\xf4"                  # max wait: 500 ms
                      b"\x00\x00\x00\x01"                  # min bytes: 1
-                     b"\x00\x01"                          # one partition
+                     b"\x00\x00\x00\x07"                  # session id 7
+                     b"\x00\x00\x00\x04"                  # session epoch 4
+                     b"\x00\x01"                          # one partition listed
                      b"\x00\x01" b"a"                     # topic: "a"
                      b"\x00\x00\x00\x00"                  # partition 0
                      b"\x00\x00\x00\x03"                  # leader epoch 3
                      b"\x00\x00\x00\x00\x00\x00\x00\x18"  # offset 24
                      b"\x00\x10\x00\x00"                  # max bytes 1 MiB
-                     b"\x00\x00\x00\x00\x00\x00\x00\x0c")  # flushed offset 12
+                     b"\x00\x00\x00\x00\x00\x00\x00\x0c"  # flushed offset 12
+                     b"\x00\x01"                          # one partition forgotten
+                     b"\x00\x01" b"b"                     # topic: "b"
+                     b"\x00\x00\x00\x05")                 # partition 5
 
 
 def test_replica_fetch_golden_bytes():
-    request = ReplicaFetchRequest(2, 500, 1, (ReplicaFetchPartition("a", 0, 3, 24, 1 << 20, 12),))
+    request = ReplicaFetchRequest(2, 500, 1, (ReplicaFetchPartition("a", 0, 3, 24, 1 << 20, 12),), 7, 4, (("b", 5),))
     assert encode_replication_request(request) == REPLICA_FETCH_A_0
     assert decode_request(REPLICA_FETCH_A_0[4:], ALL_REQUEST_CLASSES) == request
 
@@ -37,7 +42,9 @@ requests = st.one_of(
     st.builds(ReplicaFetchRequest, st.integers(0, 100), st.integers(0, 10_000), st.integers(0, 100),
               st.lists(st.builds(ReplicaFetchPartition, st.text(min_size=1, max_size=10), st.integers(0, 99),
                                  st.integers(0, 2**31 - 1), st.integers(0, 2**62), st.integers(0, 2**31 - 1),
-                                 st.integers(0, 2**62)), max_size=4).map(tuple)),
+                                 st.integers(0, 2**62)), max_size=4).map(tuple),
+              st.integers(0, 2**31 - 1), st.integers(-1, 2**31 - 1),
+              st.lists(st.tuples(st.text(min_size=1, max_size=10), st.integers(0, 99)), max_size=3).map(tuple)),
     st.builds(EpochEndOffsetRequest, st.integers(0, 100),
               st.lists(st.builds(EpochQuery, st.text(min_size=1, max_size=10), st.integers(0, 99),
                                  st.integers(0, 2**31 - 1), st.integers(-1, 2**31 - 1)), max_size=4).map(tuple)),
@@ -70,15 +77,18 @@ def test_a_0_7_decoder_still_refuses_replication_types():
         decode_request(REPLICA_FETCH_A_0[4:])
 
 
-def test_replica_fetch_answers_carry_high_watermark_log_end_epochs_then_the_messages():
-    body = (encode_replica_fetch_part_header(0, 100, 130, [(2, 40), (3, 110)], 5) + b"hello"
-            + encode_replica_fetch_part_header(74, -1, -1, [], 0))
-    first, second = decode_replica_fetch_response(body)
-    assert (first.error, first.high_watermark, first.log_end, first.epochs, bytes(first.messages)) == \
-        (0, 100, 130, ((2, 40), (3, 110)), b"hello")
-    assert (second.error, bytes(second.messages)) == (74, b"")
-    with pytest.raises(Truncated):
-        decode_replica_fetch_response(body[:-3])
+def test_replica_fetch_answers_carry_the_session_then_per_partition_its_name_ends_epochs_and_messages():
+    body = (b"\x00\x00\x00\x07" + encode_replica_fetch_part_header("a", 2, 0, 100, 130, [(2, 40), (3, 110)], 5)
+            + b"hello" + encode_replica_fetch_part_header("b", 0, 74, -1, -1, [], 0))
+    session_id, (first, second) = decode_replica_fetch_response(body)
+    assert session_id == 7
+    assert (first.topic, first.partition, first.error, first.high_watermark, first.log_end, first.epochs,
+            bytes(first.messages)) == ("a", 2, 0, 100, 130, ((2, 40), (3, 110)), b"hello")
+    assert (second.topic, second.partition, second.error, bytes(second.messages)) == ("b", 0, 74, b"")
+    for cut in (3, len(body) - 3, 12):
+        with pytest.raises(Truncated):
+            decode_replica_fetch_response(body[:cut])
+    assert decode_replica_fetch_response(b"\x00\x00\x00\x07") == (7, [])  # an idle session's answer
 
 
 def test_small_responses_round_trip():
