@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 
+from twisted.application.service import Service
 from twisted.internet.defer import inlineCallbacks
 
 from twisted_broker.registry.user_config import (
@@ -22,8 +23,9 @@ from twisted_broker.security.scram import ScramCredential
 log = logging.getLogger(__name__)
 
 
-class UserCredentials:
-    """``lookup(mechanism, user)``: the user's stored credential, or None."""
+class UserCredentials(Service):
+    """``lookup(mechanism, user)``: the user's stored credential, or None. Reads and watches
+    from ``startService`` on."""
 
     def __init__(self, zk) -> None:
         self._zk = zk
@@ -31,7 +33,8 @@ class UserCredentials:
         self._watched: set[str] = set()  # user nodes with a data watch set
         self.loaded = False  # the users' list has been read once
 
-    def start(self) -> None:
+    def startService(self) -> None:
+        super().startService()
         self._zk.add_state_listener(self._on_state)
         self._read_users()
 
