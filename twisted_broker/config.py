@@ -21,6 +21,8 @@ from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, Literal, Self
 
 from twisted_broker.properties import ConfigError, parse_properties, read_properties
+from twisted_broker.security.listeners import PLAINTEXT, ListenerSpec, parse_listeners
+from twisted_broker.security.sasl import MECHANISMS
 
 __all__ = ["BrokerConfig", "ConfigError", "ConsumerConfig", "ProducerConfig", "ZKConfig", "parse_properties",
            "read_properties"]
@@ -257,6 +259,17 @@ class BrokerConfig(ZKConfig):
     kafka_max_batch_bytes: int = _at_least(1, 1048588 + 65536)
     # A modern Metadata request for an unknown topic creates it (Kafka's key and default).
     auto_create_topics_enable: bool = True
+    # Authentication (docs/security.md), Kafka's names. ``listeners`` replaces kafka.port when
+    # set. sasl.enabled.mechanisms: Kafka's default is GSSAPI, which this broker lacks.
+    listeners: tuple[str, ...] = ()
+    listener_security_protocol_map: tuple[str, ...] = ()
+    sasl_enabled_mechanisms: tuple[str, ...] = MECHANISMS
+    ssl_client_auth: Literal["none", "requested", "required"] = "none"
+    ssl_keystore_type: Literal["PEM"] = "PEM"
+    ssl_keystore_certificate_chain: str | None = None  # inline PEM or a file's path, as the two below
+    ssl_keystore_key: str | None = None
+    ssl_truststore_certificates: str | None = None
+    connection_failed_authentication_delay_ms: int = _at_least(0, 100)
 
     def _check(self) -> None:
         if self.brokerid is None and self.broker_id is None:
@@ -269,6 +282,25 @@ class BrokerConfig(ZKConfig):
         # 0.7 would only fail once its ZooKeeper client started with no address.
         if self.enable_zookeeper and not self.zk_connect:
             raise ConfigError("zk.connect is required when enable.zookeeper=true")
+        unknown = sorted(set(self.sasl_enabled_mechanisms) - set(MECHANISMS))
+        if unknown:
+            raise ConfigError(f"sasl.enabled.mechanisms: {', '.join(unknown)} not served (only {', '.join(MECHANISMS)})")
+        specs = self.modern_listeners()
+        if any(spec.uses_tls for spec in specs) and not (self.ssl_keystore_certificate_chain and self.ssl_keystore_key):
+            raise ConfigError("a TLS listener needs ssl.keystore.certificate.chain and ssl.keystore.key")
+        if self.ssl_client_auth != "none" and not self.ssl_truststore_certificates:
+            raise ConfigError(f"ssl.client.auth={self.ssl_client_auth} needs ssl.truststore.certificates")
+
+    def modern_listeners(self) -> tuple[ListenerSpec, ...]:
+        """The listeners of today's clients: ``listeners``, else kafka.port's one PLAINTEXT
+        listener (none when 0). Raises ConfigError for listeners that do not parse."""
+        if not self.listeners:
+            return (ListenerSpec(PLAINTEXT, PLAINTEXT, self.hostname or "127.0.0.1", self.kafka_port),) \
+                if self.kafka_port else ()
+        try:
+            return parse_listeners(self.listeners, self.listener_security_protocol_map)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
 
     def partitions_for(self, topic: str) -> int:
         """Number of partitions this broker holds for topic."""

@@ -16,16 +16,16 @@ import time
 from dataclasses import dataclass
 from logging.handlers import BufferingHandler
 
+from OpenSSL.crypto import Error as OpenSSLError
 from twisted.internet.endpoints import serverFromString
-from twisted.internet.interfaces import IStreamServerEndpoint
 from twisted.python import usage
-from zope.interface import implementer
 
 from twisted_broker.codec.kafka.api_keys import API_NAMES
 from twisted_broker.config import BrokerConfig, ConfigError
 from twisted_broker.coordinator.group.offset_store import FileOffsets, ZooKeeperOffsets
 from twisted_broker.coordinator.producer.producer_ids import FileProducerIds, ZooKeeperProducerIds
 from twisted_broker.handlers.debug.commands import DebugCommands
+from twisted_broker.handlers.kafka.sasl import sasl_sessions
 from twisted_broker.handlers.kafka.table import modern_broker
 from twisted_broker.handlers.kafka.topics import ListenerRegistration
 from twisted_broker.handlers.kafka07.broker import Broker
@@ -33,13 +33,17 @@ from twisted_broker.handlers.kafka07.replication_requests import ReplicationRequ
 from twisted_broker.network.debug_lines import DebugFactory
 from twisted_broker.network.kafka import KafkaModernFactory
 from twisted_broker.network.kafka07 import KafkaServerFactory
+from twisted_broker.network.listener_endpoints import BoundEndpoint, listener_endpoint, server_tls_options
+from twisted_broker.network.sasl_gate import SaslKafkaFactory
 from twisted_broker.registry.broker_registration import BrokerRegistration
+from twisted_broker.registry.user_credentials import UserCredentials
 from twisted_broker.registry.zookeeper import ZooKeeper
 from twisted_broker.replication.cluster_state import ClusterState
 from twisted_broker.replication.controller import Controller
 from twisted_broker.replication.fetcher import Fetchers
 from twisted_broker.replication.replica_manager import ReplicaManager
 from twisted_broker.replication.service import ReplicationService
+from twisted_broker.security.listeners import PLAINTEXT, ListenerSpec
 from twisted_broker.server.services import BrokerService, Listener, StopInOrder
 from twisted_broker.server.stats import BrokerStats, RequestStats, broker_snapshot, replication_snapshot
 from twisted_broker.storage.log import LogPolicy
@@ -110,6 +114,12 @@ class Options(usage.Options):
             config_log.removeHandler(warnings)
         if self.config.enable_zookeeper and not self.config.zk_connect:
             raise usage.UsageError("zk.connect is required unless enable.zookeeper=false (--no-zk)")
+        if self["kafka-endpoint"] and self.config.listeners:
+            raise usage.UsageError("--kafka-endpoint and listeners= do not go together")
+        try:  # the PEM material is read now, so that a bad one is an error, not a traceback
+            [tls_options(self.config, spec) for spec in self.config.modern_listeners() if spec.uses_tls]
+        except (ValueError, TypeError, OSError, OpenSSLError) as exc:
+            raise usage.UsageError(f"TLS listener: {exc}") from None
 
 
 def policy_for(config: BrokerConfig):
@@ -196,7 +206,7 @@ def makeService(options: Options):  # BrokerService, in a StopInOrder with repli
     listeners = [kafka07_listener(config, options, broker, reactor)]
     kafka = kafka_listener(config, options, logs, stats, zk, cluster, replication, reactor)
     if kafka is not None:
-        listeners.append(kafka.listener)
+        listeners.extend(kafka.listeners)
     figures = replication_figures(replication)
     if options["debug"] != "none":
         listeners.append(debug_listener(config, options, logs, stats, zk, figures, kafka, reactor))
@@ -208,7 +218,7 @@ def makeService(options: Options):  # BrokerService, in a StopInOrder with repli
         zk_connect_timeout_ms=config.zk_connectiontimeout_ms)
     service.broker = broker
     reactor.callWhenRunning(freeze_startup_objects)
-    if options["webui"] == "none" and replication is None:
+    if options["webui"] == "none" and replication is None and (kafka is None or kafka.credentials is None):
         return service
     # Stops its children one by one, in reverse: the console's port closes first, then
     # replication moves this broker's leaderships away while it still serves, then the
@@ -216,12 +226,14 @@ def makeService(options: Options):  # BrokerService, in a StopInOrder with repli
     top = StopInOrder()
     service.setServiceParent(top)
     top.broker = broker
+    if kafka is not None and kafka.credentials is not None:
+        kafka.credentials.setServiceParent(top)
     if replication is not None:
         replication.setServiceParent(top)
         top.replication = replication
         if kafka is not None:
             ListenerRegistration(zk, broker_id=config.brokerid, host=config.hostname or "127.0.0.1",
-                                 port=kafka.port).setServiceParent(top)
+                                 port=kafka.port, endpoints=kafka.endpoints).setServiceParent(top)
     if options["webui"] != "none":
         console(config, options, logs, stats, zk, figures, kafka, service, reactor).setServiceParent(top)
     return top
@@ -300,37 +312,69 @@ def kafka07_listener(config: BrokerConfig, options: Options, broker: Broker, rea
 
 @dataclass(frozen=True)
 class KafkaListener:
-    """The listener of today's Kafka clients: its ``port()`` once bound, its request figures."""
+    """The listeners of today's Kafka clients, their request figures and users' credentials."""
 
-    listener: Listener
-    port: object  # () -> int
+    listeners: list[Listener]
+    port: object  # () -> int: the first one's, once bound
+    endpoints: object  # () -> {listener name: (host, port)}
     requests: RequestStats
+    credentials: UserCredentials | None  # None: no SASL listener, or no ZooKeeper
+
+
+def tls_options(config: BrokerConfig, spec: ListenerSpec):
+    return server_tls_options(spec, certificate_chain=config.ssl_keystore_certificate_chain, key=config.ssl_keystore_key,
+                              truststore=config.ssl_truststore_certificates, client_auth=config.ssl_client_auth)
+
+
+def kafka_endpoints(config: BrokerConfig, options: Options, reactor) -> list[tuple[ListenerSpec, BoundEndpoint]]:
+    """Each modern listener and its endpoint: ``--kafka-endpoint`` (one PLAINTEXT listener;
+    'none': no listener), else ``listeners`` or kafka.port's (config.modern_listeners)."""
+    if options["kafka-endpoint"] == "none":
+        return []
+    if options["kafka-endpoint"]:
+        spec = ListenerSpec(PLAINTEXT, PLAINTEXT, config.hostname or "127.0.0.1", 0)
+        return [(spec, BoundEndpoint(serverFromString(reactor, options["kafka-endpoint"])))]
+    return [(spec, BoundEndpoint(listener_endpoint(reactor, spec, backlog=LISTEN_BACKLOG,
+                                                   tls=tls_options(config, spec) if spec.uses_tls else None)))
+            for spec in config.modern_listeners()]
 
 
 def kafka_listener(config: BrokerConfig, options: Options, logs: LogManager, stats: BrokerStats, zk, cluster,
                    replication: ReplicationService | None, reactor) -> KafkaListener | None:
-    """The modern listener (docs/kafka-protocol.md) over the same logs; None when turned off."""
-    endpoint = options["kafka-endpoint"] or (
-        config.kafka_port and f"tcp:{config.kafka_port}:interface={config.hostname or '127.0.0.1'}:backlog={LISTEN_BACKLOG}")
-    if not endpoint or endpoint == "none":
+    """The modern listeners (docs/kafka-protocol.md, docs/security.md) over the same logs and
+    one handler table; None when there is none."""
+    bound = kafka_endpoints(config, options, reactor)
+    if not bound:
         return None
-    bound = BoundEndpoint(serverFromString(reactor, endpoint))
-    # The topics' figures are the 0.7 broker's; the request figures are this listener's own.
+    def endpoints() -> dict[str, tuple[str, int]]:  # an empty host binds all: advertise hostname
+        return {spec.name: (spec.host or config.hostname or "127.0.0.1", end.port()) for spec, end in bound}
+
+    uses_sasl = any(spec.uses_sasl for spec, _ in bound)
+    # The topics' figures are the 0.7 broker's; the request figures are these listeners' own.
     requests = RequestStats(config.monitoring_period_secs, reactor.seconds, names=API_NAMES, always=())
     modern_stats = BrokerStats(requests, all_topics=stats.all_topics, topics=stats.topics,
                                log_messages=stats.log_messages)
     table = modern_broker(
-        config, logs, modern_stats, port=bound.port, clock=reactor,
+        config, logs, modern_stats, port=bound[0][1].port, clock=reactor,
         offsets=ZooKeeperOffsets(zk) if zk is not None else FileOffsets(config.log_dir),
         producer_ids=(ZooKeeperProducerIds(zk, config.brokerid) if zk is not None
                       else FileProducerIds(config.log_dir, config.brokerid)),
         zk=zk, cluster=cluster, replicas=replication and replication.manager,
-        controller=replication and replication.controller)
-    factory = KafkaModernFactory(table, max_request_size=config.max_socket_request_bytes,
-                                 send_buffer_bytes=config.socket_send_buffer,
-                                 receive_buffer_bytes=config.socket_receive_buffer, clock=reactor)
-    listener = Listener("Kafka clients' protocol", bound, factory, _abspath(options["kafka-port-file"]))
-    return KafkaListener(listener, bound.port, requests)
+        controller=replication and replication.controller, endpoints=endpoints,
+        sasl_mechanisms=config.sasl_enabled_mechanisms if uses_sasl else ())
+    credentials = UserCredentials(zk) if uses_sasl and zk is not None else None
+    sessions = sasl_sessions(enabled=config.sasl_enabled_mechanisms, decoy_secret=os.urandom(32),
+                             credentials=credentials.lookup if credentials else lambda mechanism, user: None)
+    listeners = []
+    for index, (spec, endpoint) in enumerate(bound):
+        common = dict(max_request_size=config.max_socket_request_bytes, send_buffer_bytes=config.socket_send_buffer,
+                      receive_buffer_bytes=config.socket_receive_buffer, clock=reactor, listener_name=spec.name)
+        factory = (SaslKafkaFactory(table, sasl_sessions=sessions, **common, failed_authentication_delay_ms=(
+                       config.connection_failed_authentication_delay_ms))
+                   if spec.uses_sasl else KafkaModernFactory(table, **common))
+        listeners.append(Listener(f"Kafka clients' protocol ({spec.name})", endpoint, factory,
+                                  _abspath(options["kafka-port-file"]) if index == 0 else None))
+    return KafkaListener(listeners, bound[0][1].port, endpoints, requests, credentials)
 
 
 def debug_listener(config: BrokerConfig, options: Options, logs: LogManager, stats: BrokerStats, zk, figures,
@@ -353,22 +397,3 @@ def console(config: BrokerConfig, options: Options, logs: LogManager, stats: Bro
         topics=logs.topics,
         partitions_for=config.partitions_for, allow_admin_actions=bool(options["allow-admin-actions"]),
         port_file=_abspath(options["webui-port-file"]))
-
-
-@implementer(IStreamServerEndpoint)
-class BoundEndpoint:
-    """An endpoint that remembers the port it listened on: ``port()`` is what the modern
-    listener advertises (the one bound, also when the endpoint asked for port 0)."""
-
-    def __init__(self, endpoint) -> None:
-        self._endpoint = endpoint
-        self._port = None
-
-    def listen(self, factory):
-        def bound(port):
-            self._port = port
-            return port
-        return self._endpoint.listen(factory).addCallback(bound)
-
-    def port(self) -> int:
-        return self._port.getHost().port

@@ -121,6 +121,10 @@ def _broker(broker_id: int, snapshot: dict) -> Iterator[Metric]:
     if snapshot.get("kafka_listener") is not None:  # the modern listener's own request figures
         yield from _socket_server(broker, snapshot["kafka_listener"], f"{PREFIX}_broker_kafka", "api",
                                   "of today's Kafka clients", "Kafka clients")
+        failed = CounterMetricFamily(f"{PREFIX}_broker_kafka_failed_authentications",
+                                     "SASL logins refused (docs/security.md)", labels=["broker"])
+        failed.add_metric([broker], snapshot["kafka_listener"].get("failed_authentications", 0))
+        yield failed
     topic_stats = {"messages_in": "Messages appended", "bytes_in": "Bytes appended", "bytes_out": "Bytes fetched",
                    "failed_produce_requests": "Produce requests that failed",
                    "failed_fetch_requests": "Fetch requests that failed"}

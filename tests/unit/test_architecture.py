@@ -43,22 +43,24 @@ PACKAGES = ("twisted_broker", "webui", "bench")
 EVERY_UNIT_BELOW = "every unit on a lower floor"
 FLOORS: dict[str, tuple[int, frozenset[str] | str]] = {
     # 1. Leaves: exceptions and 0.7's error codes, the .properties reader, the frozen config
-    #    dataclasses, the stdlib-logging bridge, the package (its version).
+    #    dataclasses, the stdlib-logging bridge, the package (its version), and security's pure
+    #    rules (listeners, SCRAM, the SASL state machine), which config.py reads sideways.
     "__init__.py": (1, frozenset()),
     "errors.py": (1, frozenset()),
     "properties.py": (1, frozenset()),
-    "config.py": (1, frozenset({"properties.py"})),
+    "config.py": (1, frozenset({"properties.py", "security"})),
+    "security": (1, frozenset()),
     "twisted_logging.py": (1, frozenset()),
     # 2. Pure codecs of both protocols (codec/kafka07, codec/kafka): bytes in, values out;
     #    stdlib and compression libraries only.
     "codec": (2, frozenset({"errors.py"})),
     # 3. Files (no Twisted, no timers), and ZooKeeper (paths and values, pure; the kazoo bridge).
     "storage": (3, frozenset({"codec", "errors.py"})),
-    "registry": (3, frozenset({"config.py", "errors.py"})),
+    "registry": (3, frozenset({"config.py", "errors.py", "security"})),
     # 4. Connections, protocol-blind below one thin class per protocol; they stream the file
     #    regions storage makes without naming storage's type (file_streaming.StreamedRegion).
     #    Followers' connections to leaders live here too (network/kafka07_client.py).
-    "network": (4, frozenset({"codec", "errors.py"})),
+    "network": (4, frozenset({"codec", "errors.py", "security"})),
     # 5. What the handlers call: replication (rules + replica manager, fetcher, controller),
     #    coordinators (groups, producer ids), and server/: the broker's timers and figures.
     #    server/ sits below the handlers because they count into its figures (stats.py) and
@@ -69,11 +71,11 @@ FLOORS: dict[str, tuple[int, frozenset[str] | str]] = {
     # 6. One module per API family and protocol; beside them, the clients (on the same codecs
     #    and the 0.7 client connection, never on the broker's side).
     "handlers": (6, frozenset({"codec", "storage", "registry", "replication", "coordinator", "server",
-                               "__init__.py", "config.py", "errors.py"})),
+                               "security", "__init__.py", "config.py", "errors.py"})),
     "client": (6, frozenset({"codec", "registry", "network", "config.py", "errors.py"})),
     # 7. Command-line tools (each a subcommand of cli.py) and the local ZooKeeper runner.
-    "tools": (7, frozenset({"client", "codec", "registry", "replication", "storage", "config.py",
-                            "errors.py"})),
+    "tools": (7, frozenset({"client", "codec", "registry", "replication", "security", "storage",
+                            "config.py", "errors.py"})),
     "local_zookeeper.py": (7, frozenset({"config.py"})),
     # 8. Spark's loader and ETL (which reuse tools' cluster options and tables), the console.
     "spark": (8, frozenset({"client", "codec", "registry", "storage", "tools", "errors.py"})),

@@ -30,6 +30,7 @@ from twisted_broker.codec.kafka.protocol import Request, UnsupportedVersion, dec
 from twisted_broker.errors import Truncated
 from twisted_broker.network.connection import FramedConnection, RefusedRequest
 from twisted_broker.network.connection_factory import ConnectionFactory
+from twisted_broker.network.tls_principal import CertificatePrincipal
 
 __all__ = ["KafkaModernFactory", "KafkaModernProtocol", "decode_frame"]
 
@@ -56,16 +57,18 @@ def decode_frame(frame, api_keys) -> Request:
         raise RefusedRequest(f"malformed request: {exc}") from None
 
 
-class KafkaModernProtocol(FramedConnection):
-    """One connection of the modern listener. ``table`` serves its requests (handlers/kafka's
+class KafkaModernProtocol(CertificatePrincipal, FramedConnection):
+    """One connection of a modern listener. ``table`` serves its requests (handlers/kafka's
     ModernBroker): ``handlers`` (api key -> handler; what is decoded) and ``stats.requests``,
-    the listener's request figures. The handlers return response bodies; this connection
-    frames them (codec/kafka's encode_response_pieces)."""
+    the listeners' request figures. The handlers return response bodies; this connection
+    frames them (codec/kafka's encode_response_pieces). ``listener_name`` goes with each
+    request (Kafka's listener name: Metadata answers with that listener's endpoints)."""
 
-    def __init__(self, table, **options) -> None:
+    def __init__(self, table, *, listener_name: str = "", **options) -> None:
         super().__init__(table.stats.requests, **options)
         self._handlers = table.handlers
         self._client_host = ""
+        self.listener_name = listener_name
 
     def decode(self, frame) -> Request:
         return decode_frame(frame, self._handlers)
@@ -75,7 +78,8 @@ class KafkaModernProtocol(FramedConnection):
         if not self._client_host:
             peer = self.transport.getPeer()
             self._client_host = f"/{getattr(peer, 'host', peer)}"
-        request = replace(request, client_host=self._client_host, principal=self.principal)
+        request = replace(request, client_host=self._client_host, principal=self.principal,
+                          listener=self.listener_name)
         body = self._handlers[request.api_key](request)
         if isinstance(body, Deferred):
             return body.addCallback(lambda answer: encode_response_pieces(request, answer))

@@ -19,13 +19,14 @@ from twisted_broker.codec.kafka07.requests import REQUEST_TYPES, TrailingBytes, 
 from twisted_broker.errors import CloseConnection, Truncated
 from twisted_broker.network.connection import FramedConnection, RefusedRequest
 from twisted_broker.network.connection_factory import ConnectionFactory
+from twisted_broker.network.tls_principal import CertificatePrincipal
 
 __all__ = ["KafkaServerFactory", "KafkaServerProtocol"]
 
 _REQUEST_TYPES = {**REQUEST_TYPES, **REPLICATION_REQUEST_TYPES}
 
 
-class KafkaServerProtocol(FramedConnection):
+class KafkaServerProtocol(CertificatePrincipal, FramedConnection):
     """One connection of the 0.7 port. ``table`` serves its requests (handlers/kafka07's
     Broker): ``request_classes`` (what is decoded), ``handle``, ``hold_fetch`` and
     ``stats.requests``, the port's request figures."""

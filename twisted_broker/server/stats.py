@@ -118,6 +118,9 @@ class RequestStats:
         self.now = now
         self.started_s = now()  # made with the broker: its uptime starts here
         self.connections_total = 0
+        # SASL logins refused (security/sasl.py's REFUSED: bad credentials or a bad token),
+        # on the listeners of today's clients (docs/security.md, "Failures").
+        self.failed_authentications = 0
         # Insertion-ordered, so ``cons`` lists connections oldest first.
         self.open_connections: dict[ConnectionStats, None] = {}
 
@@ -152,7 +155,8 @@ class RequestStats:
                 "bytes_read": self.bytes_read.total, "bytes_read_per_second": self.bytes_read.rate(),
                 "bytes_written": self.bytes_written.total,
                 "bytes_written_per_second": self.bytes_written.rate(),
-                "connections": self.connections, "connections_total": self.connections_total}
+                "connections": self.connections, "connections_total": self.connections_total,
+                "failed_authentications": self.failed_authentications}
 
 
 @dataclass

@@ -20,10 +20,12 @@ LEAVE_GROUP = 13
 SYNC_GROUP = 14
 DESCRIBE_GROUPS = 15
 LIST_GROUPS = 16
+SASL_HANDSHAKE = 17
 API_VERSIONS = 18
 CREATE_TOPICS = 19
 DELETE_TOPICS = 20
 INIT_PRODUCER_ID = 22
+SASL_AUTHENTICATE = 36
 
 API_NAMES: dict[int, str] = {
     PRODUCE: "Produce", FETCH: "Fetch", LIST_OFFSETS: "ListOffsets", METADATA: "Metadata",
@@ -32,6 +34,7 @@ API_NAMES: dict[int, str] = {
     LEAVE_GROUP: "LeaveGroup", SYNC_GROUP: "SyncGroup", DESCRIBE_GROUPS: "DescribeGroups",
     LIST_GROUPS: "ListGroups", API_VERSIONS: "ApiVersions", CREATE_TOPICS: "CreateTopics",
     DELETE_TOPICS: "DeleteTopics", INIT_PRODUCER_ID: "InitProducerId",
+    SASL_HANDSHAKE: "SaslHandshake", SASL_AUTHENTICATE: "SaslAuthenticate",
 }
 
 # api_key -> (min_version, max_version), both inclusive.
@@ -53,6 +56,8 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     CREATE_TOPICS: (0, 3),
     DELETE_TOPICS: (0, 3),
     INIT_PRODUCER_ID: (0, 1),
+    SASL_HANDSHAKE: (0, 1),
+    SASL_AUTHENTICATE: (0, 1),
 }
 
 

@@ -26,8 +26,8 @@ carry over; the figures are this broker's:
   (server/stats.py, ``BrokerStats.record_fetched``). Messages and bytes in and out count both
   listeners; ``tb_requests_*``, ``tb_open_connections`` and ``tb_bytes_received``/``_sent`` are
   the 0.7 port's, and ``tb_kafka_*`` the modern listener's: ``tb_kafka_open_connections``,
-  ``tb_kafka_connections_total``, ``tb_kafka_bytes_received``/``_sent`` (0 without the
-  listener) and ``tb_kafka_requests_<api>`` (``list_offsets`` for ListOffsets) once a request
+  ``tb_kafka_connections_total``, ``tb_kafka_bytes_received``/``_sent``,
+  ``tb_kafka_failed_authentications`` (refused SASL logins; 0 without the listeners) and ``tb_kafka_requests_<api>`` (``list_offsets`` for ListOffsets) once a request
   of that API was served.
 
 The mode (ZooKeeper says leader, follower or standalone) is the broker's role in replication:
@@ -213,11 +213,13 @@ def _kafka_listener_pairs(requests: RequestStats | None) -> list[tuple[str, obje
     """mntr's keys of the modern listener: connections and bytes always (0 without the
     listener), requests by API name once one of that API was served."""
     snapshot = requests.snapshot() if requests is not None else {
-        "requests": {}, "connections": 0, "connections_total": 0, "bytes_read": 0, "bytes_written": 0}
+        "requests": {}, "connections": 0, "connections_total": 0, "bytes_read": 0, "bytes_written": 0,
+        "failed_authentications": 0}
     return [("kafka_open_connections", snapshot["connections"]),
             ("kafka_connections_total", snapshot["connections_total"]),
             ("kafka_bytes_received", snapshot["bytes_read"]),
             ("kafka_bytes_sent", snapshot["bytes_written"]),
+            ("kafka_failed_authentications", snapshot["failed_authentications"]),
             *((f"kafka_requests_{_snake_case(name)}", figures["count"])
               for name, figures in snapshot["requests"].items())]
 

@@ -40,7 +40,7 @@ class GroupRequests:
             return answer
         yield self.topics.wait_for_cluster()
         coordinator = self.view.controller_id()
-        brokers = yield self.view.brokers()
+        brokers = yield self.view.brokers(request.listener)
         if coordinator not in brokers:  # no controller now, or one without this listener
             answer.update(error_code=kafka_errors.COORDINATOR_NOT_AVAILABLE,
                           error_message=kafka_errors.error_name(kafka_errors.COORDINATOR_NOT_AVAILABLE))

@@ -57,7 +57,7 @@ class TopicRequests:
             names = yield self.view.topic_names()
         else:
             names = list(dict.fromkeys(topic["name"] for topic in names))
-        brokers = yield self.view.brokers()
+        brokers = yield self.view.brokers(request.listener)
         topics = []
         for name in names:
             if not is_valid_topic_name(name):

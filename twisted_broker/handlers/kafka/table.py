@@ -32,6 +32,7 @@ from twisted_broker.handlers.kafka.groups import GroupRequests
 from twisted_broker.handlers.kafka.metadata import TopicRequests
 from twisted_broker.handlers.kafka.partitions import PartitionFinder
 from twisted_broker.handlers.kafka.produce import ProduceRequests
+from twisted_broker.handlers.kafka.sasl import SaslRequests
 from twisted_broker.handlers.kafka.topics import KafkaClusterView
 from twisted_broker.replication.replica_manager import ReplicaManager
 from twisted_broker.server.stats import BrokerStats
@@ -65,13 +66,16 @@ class ModernBroker:
 
 def modern_broker(config: BrokerConfig, logs: LogManager, stats: BrokerStats, *, port, clock, offsets,
                   producer_ids, zk=None, cluster=None, replicas: ReplicaManager | None = None,
-                  controller=None) -> ModernBroker:
+                  controller=None, endpoints=None, sasl_mechanisms: tuple[str, ...] = ()) -> ModernBroker:
     """The ModernBroker of one broker. ``port()`` is the modern listener's bound port;
     ``offsets`` and ``producer_ids`` are the stores tap.py picked (ZooKeeper's or log.dir's);
     ``zk``, ``cluster`` (ClusterState), ``replicas`` and ``controller`` are None without
-    ZooKeeper."""
+    ZooKeeper. ``endpoints()``: {listener name: (host, port)} of this broker's listeners;
+    ``sasl_mechanisms``: those enabled when a listener uses SASL (the SASL APIs are then listed
+    and answered on every listener, as Kafka does; none: not listed, as before)."""
     view = KafkaClusterView(broker_id=config.brokerid, host=config.hostname or "127.0.0.1", port=port, logs=logs,
-                            partitions_for=logs.partitions_for, zk=zk, cluster=cluster, controller=controller)
+                            partitions_for=logs.partitions_for, zk=zk, cluster=cluster, controller=controller,
+                            endpoints=endpoints)
     topics = TopicRequests(view, num_partitions=config.num_partitions,
                            default_replication_factor=config.default_replication_factor,
                            auto_create=config.auto_create_topics_enable, clock=clock)
@@ -82,7 +86,10 @@ def modern_broker(config: BrokerConfig, logs: LogManager, stats: BrokerStats, *,
     coordinator = GroupCoordinator(clock=clock, offsets=offsets, partition_names=view.partition_names,
                                    is_coordinator=lambda: view.controller_id() == view.broker_id)
     groups = GroupRequests(topics, coordinator)
+    sasl = SaslRequests(sasl_mechanisms)
     return ModernBroker(stats, {
+        **({api_keys.SASL_HANDSHAKE: sasl.handshake, api_keys.SASL_AUTHENTICATE: sasl.authenticate}
+           if sasl_mechanisms else {}),
         api_keys.PRODUCE: produce.produce,
         api_keys.INIT_PRODUCER_ID: produce.init_producer_id,
         api_keys.FETCH: fetch.fetch,

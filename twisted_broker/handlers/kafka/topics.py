@@ -1,10 +1,13 @@
 """What the modern listener tells clients about the cluster, and where a partition it is asked
 for lives on this broker (docs/kafka-protocol.md §4).
 
-- **Brokers**: node id = ``brokerid``, at the host and port of each broker's modern listener.
-  Each broker writes its own to the ephemeral ``/replication/listeners/<id>`` (JSON, version
-  1) once it listens, and again after a new ZooKeeper session: 0.7's ``/brokers/ids`` value
-  (``creator:host:port``) has no room for a second port that 0.7 clients would not misread.
+- **Brokers**: node id = ``brokerid``, at the host and port of each broker's modern listener
+  of the same name as the one asked (Kafka's rule; docs/security.md, "Listeners"). Each broker
+  writes its own to the ephemeral ``/replication/listeners/<id>`` (JSON, version 1: ``host``
+  and ``port`` of its first listener, ``endpoints`` ``["NAME://host:port", ...]``) once it
+  listens, and again after a new ZooKeeper session: 0.7's ``/brokers/ids`` value
+  (``creator:host:port``) has no room for a second port that 0.7 clients would not misread. A
+  value without ``endpoints`` is the broker's PLAINTEXT listener.
 - **Controller**: the replication controller (ZooKeeper), or this broker without ZooKeeper.
 - **Partitions**: a replicated topic's are its own, leaders from the cluster state. A 0.7
   topic's are its (broker, local partition) pairs in broker-id order, numbered 0..N-1, each
@@ -30,6 +33,7 @@ from twisted_broker.codec.kafka import errors as kafka_errors
 from twisted_broker.registry import paths as registry_paths
 from twisted_broker.registry.zookeeper import CONNECTED, UNAVAILABLE_ERRORS, NodeExistsError, NoNodeError
 from twisted_broker.registry import replication_paths
+from twisted_broker.security.listeners import PLAINTEXT, endpoint_text, parse_endpoint
 from twisted_broker.storage.log_manager import LogManager
 from twisted_broker.storage.topic_name import check_topic_name
 
@@ -62,13 +66,16 @@ class KafkaClusterView:
     registry's ClusterView, the blocking view of 0.7's registry that the tools read).
 
     ``cluster`` (ClusterState), ``zk`` and ``controller`` are None without ZooKeeper;
-    ``port()`` is the modern listener's bound port."""
+    ``port()`` is the first modern listener's bound port, ``endpoints()`` {listener name:
+    (host, port)} of them all (None: the one listener is ``host`` and ``port()``)."""
 
     def __init__(self, *, broker_id: int, host: str, port: Callable[[], int], logs: LogManager,
-                 partitions_for: Callable[[str], int], zk=None, cluster=None, controller=None) -> None:
+                 partitions_for: Callable[[str], int], zk=None, cluster=None, controller=None,
+                 endpoints: Callable[[], dict[str, tuple[str, int]]] | None = None) -> None:
         self.broker_id = broker_id
         self.host = host
         self.port = port
+        self.endpoints = endpoints
         self.logs = logs
         self.partitions_for = partitions_for
         self.zk = zk
@@ -80,18 +87,25 @@ class KafkaClusterView:
         # first read): a Metadata request asks ZooKeeper nothing for them, for with a thousand
         # partitions moving, reads queue behind the state watches' (issue 23).
         self._listeners: dict[int, tuple[str, int]] | None = None
+        self._endpoints: dict[int, dict[str, tuple[str, int]]] = {}  # the same, by listener name
         self._watching_listeners = False
 
     # -- brokers ----------------------------------------------------------------------------
 
     @inlineCallbacks
-    def brokers(self):
-        """{broker id: (host, port)} of the live brokers' modern listeners, this one's always."""
-        found = {self.broker_id: (self.host, self.port())}
+    def brokers(self, listener: str = ""):
+        """{broker id: (host, port)} of the live brokers' modern listeners named ``listener``
+        (those without one are left out), this one's always; "": the first listeners'."""
+        own = self.endpoints().get(listener) if listener and self.endpoints is not None else None
+        found = {self.broker_id: own or (self.host, self.port())}
         if self.zk is not None:
             if self._listeners is None:
                 yield self._watch_listeners()
-            found.update({b: a for b, a in (self._listeners or {}).items() if b != self.broker_id})
+            if own is None:
+                found.update({b: a for b, a in (self._listeners or {}).items() if b != self.broker_id})
+            else:
+                found.update({b: named[listener] for b, named in self._endpoints.items()
+                              if b != self.broker_id and listener in named})
         return found
 
     def _watch_listeners(self):
@@ -108,14 +122,17 @@ class KafkaClusterView:
         except UNAVAILABLE_ERRORS as exc:  # kept as they were; the next session reads them again
             log.warning("reading %s from ZooKeeper failed: %r", path, exc)
             return
-        found = {}
+        found, named = {}, {}
         for broker, value in nodes.items():
             try:
                 data = json.loads(value)
                 found[broker] = (str(data["host"]), int(data["port"]))
+                named[broker] = dict(_named(endpoint) for endpoint in data["endpoints"]) \
+                    if "endpoints" in data else {PLAINTEXT: found[broker]}
             except (ValueError, KeyError, TypeError) as exc:
                 log.warning("ignoring %s: %s", listener_path(broker), exc)
-        self._listeners = found
+                found.pop(broker, None)
+        self._listeners, self._endpoints = found, named
 
     @inlineCallbacks
     def _other_brokers_nodes(self, path: str, *, watch=None):
@@ -239,6 +256,11 @@ class KafkaClusterView:
         return locate_pair(pairs, partition, self.broker_id)
 
 
+def _named(endpoint: str) -> tuple[str, tuple[str, int]]:
+    name, host, port = parse_endpoint(endpoint)
+    return name, (host, port)
+
+
 def _names(pairs) -> dict[int, str] | None:
     return {index: registry_paths.partition_name(*pair) for index, pair in enumerate(pairs)} if pairs else None
 
@@ -260,11 +282,14 @@ def locate_pair(pairs, partition: int, broker_id: int) -> int:
 
 
 class ListenerRegistration(Service):
-    """Writes this broker's modern listener to ``/replication/listeners/<id>`` (ephemeral) once
-    the reactor runs, and again after each new ZooKeeper session."""
+    """Writes this broker's modern listeners to ``/replication/listeners/<id>`` (ephemeral) once
+    the reactor runs, and again after each new ZooKeeper session. ``endpoints()``: {listener
+    name: (host, port)}, the first one's also written as ``host`` and ``port``."""
 
-    def __init__(self, zk, *, broker_id: int, host: str, port: Callable[[], int]) -> None:
+    def __init__(self, zk, *, broker_id: int, host: str, port: Callable[[], int],
+                 endpoints: Callable[[], dict[str, tuple[str, int]]] | None = None) -> None:
         self._zk, self._broker_id, self._host, self._port = zk, broker_id, host, port
+        self._endpoints = endpoints or (lambda: {PLAINTEXT: (host, port())})
 
     def startService(self) -> None:
         super().startService()
@@ -278,7 +303,8 @@ class ListenerRegistration(Service):
     @inlineCallbacks
     def _register(self):
         path = listener_path(self._broker_id)
-        value = json.dumps({"version": 1, "host": self._host, "port": self._port()}).encode()
+        value = json.dumps({"version": 1, "host": self._host, "port": self._port(), "endpoints": [
+            endpoint_text(name, host, port) for name, (host, port) in self._endpoints().items()]}).encode()
         try:
             try:
                 yield self._zk.create(path, value, ephemeral=True)

@@ -11,8 +11,14 @@ CompressionCodecs[CompressionTypes.Snappy] = require('kafkajs-snappy');
 
 const COMPRESSIONS = { none: CompressionTypes.None, gzip: CompressionTypes.GZIP, snappy: CompressionTypes.Snappy };
 const [mode, bootstrap, ...args] = process.argv.slice(2);
+// KAFKAJS_SECURITY (tests/support/kafka_clients/secure.py): {"ssl": {"ca", "cert", "key"} (file
+// paths), "sasl": {"mechanism", "username", "password"}}, each optional.
+const security = JSON.parse(process.env.KAFKAJS_SECURITY || '{}');
+const readFile = (path) => require('fs').readFileSync(path);
+const ssl = security.ssl && { ca: [readFile(security.ssl.ca)],
+                              ...(security.ssl.cert ? { cert: readFile(security.ssl.cert), key: readFile(security.ssl.key) } : {}) };
 const kafka = new Kafka({ clientId: 'tests-modern', brokers: bootstrap.split(','), logLevel: logLevel.ERROR,
-                          retry: { retries: 8, initialRetryTime: 100 } });
+                          retry: { retries: 8, initialRetryTime: 100 }, ssl, sasl: security.sasl });
 
 const b64 = (buffer) => (buffer === null || buffer === undefined ? null : Buffer.from(buffer).toString('base64'));
 const buf = (text) => (text === null ? null : Buffer.from(text, 'base64'));

@@ -5,7 +5,7 @@ bytes, and its record batch builder and reader (kafka.record.*)."""
 import pytest
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
-from kafka.protocol import admin, consumer, metadata, producer
+from kafka.protocol import admin, consumer, metadata, producer, sasl
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.old import api_versions as old_api_versions
 from kafka.protocol.old import fetch as old_fetch
@@ -30,7 +30,7 @@ RENAMED = {"generation_id_or_member_epoch": "generation_id"}
 
 def _their_classes():
     found = {}
-    for module in (metadata, consumer, producer, admin):
+    for module in (metadata, consumer, producer, admin, sasl):
         for name in dir(module):
             cls = getattr(module, name)
             if isinstance(cls, type) and issubclass(cls, ApiMessage) and cls is not ApiMessage:

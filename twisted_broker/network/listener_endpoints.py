@@ -1,0 +1,83 @@
+"""The endpoints of the listeners of today's clients: TCP or TLS (from Kafka's PEM settings,
+docs/security.md, "Configuration keys"), and ``BoundEndpoint``, which remembers the port bound.
+
+Each PEM setting is inline PEM or a file's path. Inline PEM in a .properties file is usually
+written with ``\\`` line continuations, which join its lines (Kafka's PEM reader allows that
+too): the blocks are found by their BEGIN/END lines and their base64 rewrapped.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives.serialization import load_pem_private_key
+from OpenSSL import crypto
+from twisted.internet.endpoints import SSL4ServerEndpoint, TCP4ServerEndpoint
+from twisted.internet.interfaces import IStreamServerEndpoint
+from twisted.internet.ssl import CertificateOptions
+from zope.interface import implementer
+
+from twisted_broker.security.listeners import SSL, ListenerSpec
+
+_BLOCK = re.compile(r"-----BEGIN ([A-Z0-9 ]+)-----(.*?)-----END \1-----", re.DOTALL)
+
+
+def pem_blocks(setting: str) -> list[bytes]:
+    """The PEM blocks of a setting (inline, or the file it names), each rewrapped. Raises
+    ValueError when there is none, OSError for a file that cannot be read."""
+    text = setting if "-----BEGIN" in setting else Path(setting).read_text()
+    blocks = []
+    for kind, body in _BLOCK.findall(text):
+        data = re.sub(r"\s+", "", body)
+        lines = [data[i:i + 64] for i in range(0, len(data), 64)]
+        blocks.append("\n".join([f"-----BEGIN {kind}-----", *lines, f"-----END {kind}-----", ""]).encode())
+    if not blocks:
+        raise ValueError("no PEM block in it")
+    return blocks
+
+
+def server_tls_options(spec: ListenerSpec, *, certificate_chain: str, key: str, truststore: str | None,
+                       client_auth: str) -> CertificateOptions:
+    """TLS options of a listener: the broker's certificate (then its chain) and key; with
+    ``client_auth`` requested or required, client certificates checked against the truststore.
+    As Kafka, ssl.client.auth applies to SSL listeners only (SASL_SSL asks no certificate)."""
+    client_auth = client_auth if spec.security_protocol == SSL else "none"
+    chain = [x509.load_pem_x509_certificate(block) for block in pem_blocks(certificate_chain)]
+    private_key = load_pem_private_key(b"".join(pem_blocks(key)), password=None)
+    verify = client_auth in ("requested", "required")
+    ca_certs = [crypto.X509.from_cryptography(x509.load_pem_x509_certificate(block))
+                for block in pem_blocks(truststore)] if verify else None
+    return CertificateOptions(
+        privateKey=crypto.PKey.from_cryptography_key(private_key),
+        certificate=crypto.X509.from_cryptography(chain[0]),
+        extraCertChain=[crypto.X509.from_cryptography(c) for c in chain[1:]],
+        verify=verify, caCerts=ca_certs, requireCertificate=client_auth == "required")
+
+
+def listener_endpoint(reactor, spec: ListenerSpec, *, backlog: int, tls: CertificateOptions | None):
+    """The server endpoint of one listener: TCP, or TLS with ``tls``; an empty host binds
+    every interface (Twisted's TCP ports take an IPv6 interface too)."""
+    if tls is not None:
+        return SSL4ServerEndpoint(reactor, spec.port, tls, backlog=backlog, interface=spec.host)
+    return TCP4ServerEndpoint(reactor, spec.port, backlog=backlog, interface=spec.host)
+
+
+@implementer(IStreamServerEndpoint)
+class BoundEndpoint:
+    """An endpoint that remembers the port it listened on: ``port()`` is what a modern
+    listener advertises (the one bound, also when the endpoint asked for port 0)."""
+
+    def __init__(self, endpoint) -> None:
+        self._endpoint = endpoint
+        self._port = None
+
+    def listen(self, factory):
+        def bound(port):
+            self._port = port
+            return port
+        return self._endpoint.listen(factory).addCallback(bound)
+
+    def port(self) -> int:
+        return self._port.getHost().port
