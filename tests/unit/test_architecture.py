@@ -52,9 +52,11 @@ FLOORS: dict[str, tuple[int, frozenset[str] | str]] = {
     # 2. Pure codecs of both protocols (codec/kafka07, codec/kafka): bytes in, values out;
     #    stdlib and compression libraries only.
     "codec": (2, frozenset({"errors.py"})),
+    #    Kafka's ACL model and the authorizer's decisions (security/): pure, nothing of the project.
+    "security": (2, frozenset()),
     # 3. Files (no Twisted, no timers), and ZooKeeper (paths and values, pure; the kazoo bridge).
     "storage": (3, frozenset({"codec", "errors.py"})),
-    "registry": (3, frozenset({"config.py", "errors.py"})),
+    "registry": (3, frozenset({"config.py", "errors.py", "security"})),
     # 4. Connections, protocol-blind below one thin class per protocol; they stream the file
     #    regions storage makes without naming storage's type (file_streaming.StreamedRegion).
     #    Followers' connections to leaders live here too (network/kafka07_client.py).
@@ -69,11 +71,11 @@ FLOORS: dict[str, tuple[int, frozenset[str] | str]] = {
     # 6. One module per API family and protocol; beside them, the clients (on the same codecs
     #    and the 0.7 client connection, never on the broker's side).
     "handlers": (6, frozenset({"codec", "storage", "registry", "replication", "coordinator", "server",
-                               "__init__.py", "config.py", "errors.py"})),
+                               "security", "__init__.py", "config.py", "errors.py"})),
     "client": (6, frozenset({"codec", "registry", "network", "config.py", "errors.py"})),
     # 7. Command-line tools (each a subcommand of cli.py) and the local ZooKeeper runner.
-    "tools": (7, frozenset({"client", "codec", "registry", "replication", "storage", "config.py",
-                            "errors.py"})),
+    "tools": (7, frozenset({"client", "codec", "registry", "replication", "security", "storage",
+                            "config.py", "errors.py"})),
     "local_zookeeper.py": (7, frozenset({"config.py"})),
     # 8. Spark's loader and ETL (which reuse tools' cluster options and tables), the console.
     "spark": (8, frozenset({"client", "codec", "registry", "storage", "tools", "errors.py"})),
