@@ -27,6 +27,9 @@ __all__ = ["BrokerConfig", "ConfigError", "ConsumerConfig", "ProducerConfig", "Z
 
 log = logging.getLogger(__name__)
 _INT = re.compile(r"[+-]?[0-9]+")  # Integer.parseInt: no spaces, underscores or 0x
+# authorizer.class.name values that turn this broker's ACL authorizer on: Kafka's, and its
+# name before 2.4.
+ACL_AUTHORIZER_NAMES = ("kafka.security.authorizer.AclAuthorizer", "kafka.security.auth.SimpleAclAuthorizer")
 
 
 # --- value parsers, chosen by annotation --------------------------------------------------
@@ -257,6 +260,10 @@ class BrokerConfig(ZKConfig):
     kafka_max_batch_bytes: int = _at_least(1, 1048588 + 65536)
     # A modern Metadata request for an unknown topic creates it (Kafka's key and default).
     auto_create_topics_enable: bool = True
+    # Authorization (docs/security.md), Kafka's keys: authorizer.class.name empty is off.
+    authorizer_class_name: str = ""
+    super_users: str = ""  # User:a;User:b
+    allow_everyone_if_no_acl_found: bool = False
 
     def _check(self) -> None:
         if self.brokerid is None and self.broker_id is None:
@@ -269,6 +276,15 @@ class BrokerConfig(ZKConfig):
         # 0.7 would only fail once its ZooKeeper client started with no address.
         if self.enable_zookeeper and not self.zk_connect:
             raise ConfigError("zk.connect is required when enable.zookeeper=true")
+        if self.authorizer_class_name and self.authorizer_class_name not in ACL_AUTHORIZER_NAMES:
+            raise ConfigError(f"authorizer.class.name={self.authorizer_class_name}: must be empty or "
+                              f"{ACL_AUTHORIZER_NAMES[0]}")
+        if self.authorizer_class_name and not self.enable_zookeeper:
+            raise ConfigError("authorizer.class.name needs ZooKeeper (enable.zookeeper=true): the ACLs live there")
+
+    @property
+    def authorizer_enabled(self) -> bool:
+        return bool(self.authorizer_class_name)
 
     def partitions_for(self, topic: str) -> int:
         """Number of partitions this broker holds for topic."""

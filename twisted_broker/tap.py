@@ -33,6 +33,7 @@ from twisted_broker.handlers.kafka07.replication_requests import ReplicationRequ
 from twisted_broker.network.debug_lines import DebugFactory
 from twisted_broker.network.kafka import KafkaModernFactory
 from twisted_broker.network.kafka07 import KafkaServerFactory
+from twisted_broker.registry.acl_watch import AclCache
 from twisted_broker.registry.broker_registration import BrokerRegistration
 from twisted_broker.registry.zookeeper import ZooKeeper
 from twisted_broker.replication.cluster_state import ClusterState
@@ -40,6 +41,8 @@ from twisted_broker.replication.controller import Controller
 from twisted_broker.replication.fetcher import Fetchers
 from twisted_broker.replication.replica_manager import ReplicaManager
 from twisted_broker.replication.service import ReplicationService
+from twisted_broker.security.acl import parse_super_users
+from twisted_broker.security.authorizer import AclAuthorizer
 from twisted_broker.server.services import BrokerService, Listener, StopInOrder
 from twisted_broker.server.stats import BrokerStats, RequestStats, broker_snapshot, replication_snapshot
 from twisted_broker.storage.log import LogPolicy
@@ -190,11 +193,12 @@ def makeService(options: Options):  # BrokerService, in a StopInOrder with repli
     logs = storage(config, cluster, reactor)
     stats = BrokerStats(RequestStats(config.monitoring_period_secs, reactor.seconds))
     replication = registry and replication_service(config, zk, registry, logs, stats, reactor)
+    authorizer = acl_authorizer(config, zk, reactor)
     broker = Broker(logs, stats, max_message_size=config.max_message_size,
-                    replication=replication and replication.requests)
+                    replication=replication and replication.requests, authorizer=authorizer)
     # The wire protocol first: its port is the one registered in ZooKeeper.
     listeners = [kafka07_listener(config, options, broker, reactor)]
-    kafka = kafka_listener(config, options, logs, stats, zk, cluster, replication, reactor)
+    kafka = kafka_listener(config, options, logs, stats, zk, cluster, replication, authorizer, reactor)
     if kafka is not None:
         listeners.append(kafka.listener)
     figures = replication_figures(replication)
@@ -242,6 +246,17 @@ def registry_parts(config: BrokerConfig, zk: ZooKeeper, reactor) -> RegistryPart
         zk, broker_id=config.brokerid, host=_advertised_host(config), startup_ms=int(time.time() * 1000),
         partitions_for=config.partitions_for, session_timeout_ms=config.zk_sessiontimeout_ms, clock=reactor)
     return RegistryParts(registration, ClusterState(zk))
+
+
+def acl_authorizer(config: BrokerConfig, zk: ZooKeeper | None, reactor) -> AclAuthorizer | None:
+    """The ACL authorizer both listeners check (docs/security.md), its ACLs followed in
+    ZooKeeper from the first connection on; None when authorizer.class.name is empty."""
+    if not config.authorizer_enabled:
+        return None
+    authorizer = AclAuthorizer(super_users=parse_super_users(config.super_users),
+                               allow_everyone_if_no_acl_found=config.allow_everyone_if_no_acl_found)
+    AclCache(zk, authorizer, clock=reactor).start()  # a state listener: loads once connected
+    return authorizer
 
 
 def storage(config: BrokerConfig, cluster: ClusterState | None, reactor) -> LogManager:
@@ -308,7 +323,8 @@ class KafkaListener:
 
 
 def kafka_listener(config: BrokerConfig, options: Options, logs: LogManager, stats: BrokerStats, zk, cluster,
-                   replication: ReplicationService | None, reactor) -> KafkaListener | None:
+                   replication: ReplicationService | None, authorizer: AclAuthorizer | None,
+                   reactor) -> KafkaListener | None:
     """The modern listener (docs/kafka-protocol.md) over the same logs; None when turned off."""
     endpoint = options["kafka-endpoint"] or (
         config.kafka_port and f"tcp:{config.kafka_port}:interface={config.hostname or '127.0.0.1'}:backlog={LISTEN_BACKLOG}")
@@ -325,7 +341,7 @@ def kafka_listener(config: BrokerConfig, options: Options, logs: LogManager, sta
         producer_ids=(ZooKeeperProducerIds(zk, config.brokerid) if zk is not None
                       else FileProducerIds(config.log_dir, config.brokerid)),
         zk=zk, cluster=cluster, replicas=replication and replication.manager,
-        controller=replication and replication.controller)
+        controller=replication and replication.controller, authorizer=authorizer)
     factory = KafkaModernFactory(table, max_request_size=config.max_socket_request_bytes,
                                  send_buffer_bytes=config.socket_send_buffer,
                                  receive_buffer_bytes=config.socket_receive_buffer, clock=reactor)

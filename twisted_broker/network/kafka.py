@@ -27,7 +27,7 @@ from twisted.internet.defer import Deferred
 from twisted_broker.codec.kafka.api_keys import API_NAMES, API_VERSIONS, PRODUCE, SUPPORTED
 from twisted_broker.codec.kafka.primitives import INT16, Malformed
 from twisted_broker.codec.kafka.protocol import Request, UnsupportedVersion, decode_request, encode_response_pieces
-from twisted_broker.errors import Truncated
+from twisted_broker.errors import CloseConnection, Truncated
 from twisted_broker.network.connection import FramedConnection, RefusedRequest
 from twisted_broker.network.connection_factory import ConnectionFactory
 
@@ -76,7 +76,10 @@ class KafkaModernProtocol(FramedConnection):
             peer = self.transport.getPeer()
             self._client_host = f"/{getattr(peer, 'host', peer)}"
         request = replace(request, client_host=self._client_host, principal=self.principal)
-        body = self._handlers[request.api_key](request)
+        try:
+            body = self._handlers[request.api_key](request)
+        except CloseConnection as exc:  # a refusal with no answer to carry it (acks=0)
+            raise RefusedRequest(str(exc)) from exc
         if isinstance(body, Deferred):
             return body.addCallback(lambda answer: encode_response_pieces(request, answer))
         return encode_response_pieces(request, body)

@@ -24,6 +24,9 @@ API_VERSIONS = 18
 CREATE_TOPICS = 19
 DELETE_TOPICS = 20
 INIT_PRODUCER_ID = 22
+DESCRIBE_ACLS = 29
+CREATE_ACLS = 30
+DELETE_ACLS = 31
 
 API_NAMES: dict[int, str] = {
     PRODUCE: "Produce", FETCH: "Fetch", LIST_OFFSETS: "ListOffsets", METADATA: "Metadata",
@@ -31,7 +34,8 @@ API_NAMES: dict[int, str] = {
     FIND_COORDINATOR: "FindCoordinator", JOIN_GROUP: "JoinGroup", HEARTBEAT: "Heartbeat",
     LEAVE_GROUP: "LeaveGroup", SYNC_GROUP: "SyncGroup", DESCRIBE_GROUPS: "DescribeGroups",
     LIST_GROUPS: "ListGroups", API_VERSIONS: "ApiVersions", CREATE_TOPICS: "CreateTopics",
-    DELETE_TOPICS: "DeleteTopics", INIT_PRODUCER_ID: "InitProducerId",
+    DELETE_TOPICS: "DeleteTopics", INIT_PRODUCER_ID: "InitProducerId", DESCRIBE_ACLS: "DescribeAcls",
+    CREATE_ACLS: "CreateAcls", DELETE_ACLS: "DeleteAcls",
 }
 
 # api_key -> (min_version, max_version), both inclusive.
@@ -53,6 +57,9 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     CREATE_TOPICS: (0, 3),
     DELETE_TOPICS: (0, 3),
     INIT_PRODUCER_ID: (0, 1),
+    DESCRIBE_ACLS: (0, 1),
+    CREATE_ACLS: (0, 1),
+    DELETE_ACLS: (0, 1),
 }
 
 
