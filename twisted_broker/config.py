@@ -29,6 +29,9 @@ __all__ = ["BrokerConfig", "ConfigError", "ConsumerConfig", "ProducerConfig", "Z
 
 log = logging.getLogger(__name__)
 _INT = re.compile(r"[+-]?[0-9]+")  # Integer.parseInt: no spaces, underscores or 0x
+# authorizer.class.name values that turn this broker's ACL authorizer on: Kafka's, and its
+# name before 2.4.
+ACL_AUTHORIZER_NAMES = ("kafka.security.authorizer.AclAuthorizer", "kafka.security.auth.SimpleAclAuthorizer")
 
 
 # --- value parsers, chosen by annotation --------------------------------------------------
@@ -270,6 +273,10 @@ class BrokerConfig(ZKConfig):
     ssl_keystore_key: str | None = None
     ssl_truststore_certificates: str | None = None
     connection_failed_authentication_delay_ms: int = _at_least(0, 100)
+    # Authorization (docs/security.md), Kafka's keys: authorizer.class.name empty is off.
+    authorizer_class_name: str = ""
+    super_users: str = ""  # User:a;User:b
+    allow_everyone_if_no_acl_found: bool = False
 
     def _check(self) -> None:
         if self.brokerid is None and self.broker_id is None:
@@ -290,6 +297,11 @@ class BrokerConfig(ZKConfig):
             raise ConfigError("a TLS listener needs ssl.keystore.certificate.chain and ssl.keystore.key")
         if self.ssl_client_auth != "none" and not self.ssl_truststore_certificates:
             raise ConfigError(f"ssl.client.auth={self.ssl_client_auth} needs ssl.truststore.certificates")
+        if self.authorizer_class_name and self.authorizer_class_name not in ACL_AUTHORIZER_NAMES:
+            raise ConfigError(f"authorizer.class.name={self.authorizer_class_name}: must be empty or "
+                              f"{ACL_AUTHORIZER_NAMES[0]}")
+        if self.authorizer_class_name and not self.enable_zookeeper:
+            raise ConfigError("authorizer.class.name needs ZooKeeper (enable.zookeeper=true): the ACLs live there")
 
     def modern_listeners(self) -> tuple[ListenerSpec, ...]:
         """The listeners of today's clients: ``listeners``, else kafka.port's one PLAINTEXT

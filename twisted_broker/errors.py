@@ -49,9 +49,17 @@ class InvalidFetchSize(KafkaError):
     code = 4
 
 
+class TopicAuthorizationFailed(KafkaError):
+    """Code 29 (Kafka's TOPIC_AUTHORIZATION_FAILED, not 0.7's): an ACL refuses the principal
+    the topic (docs/security.md). 0.7's own clients read it as their unknown error."""
+
+    code = 29
+
+
 ERRORS_BY_CODE: dict[int, type[KafkaError]] = {
     cls.code: cls
-    for cls in (UnknownError, OffsetOutOfRange, InvalidMessage, WrongPartition, InvalidFetchSize)
+    for cls in (UnknownError, OffsetOutOfRange, InvalidMessage, WrongPartition, InvalidFetchSize,
+                TopicAuthorizationFailed)
 }
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import ctypes
 import gc
 import logging
-import os
 import socket
 import time
 from dataclasses import dataclass
@@ -20,43 +19,32 @@ from OpenSSL.crypto import Error as OpenSSLError
 from twisted.internet.endpoints import serverFromString
 from twisted.python import usage
 
-from twisted_broker.codec.kafka.api_keys import API_NAMES
 from twisted_broker.config import BrokerConfig, ConfigError
-from twisted_broker.coordinator.group.offset_store import FileOffsets, ZooKeeperOffsets
-from twisted_broker.coordinator.producer.producer_ids import FileProducerIds, ZooKeeperProducerIds
 from twisted_broker.handlers.debug.commands import DebugCommands
-from twisted_broker.handlers.kafka.sasl import sasl_sessions
-from twisted_broker.handlers.kafka.table import modern_broker
 from twisted_broker.handlers.kafka.topics import ListenerRegistration
 from twisted_broker.handlers.kafka07.broker import Broker
 from twisted_broker.handlers.kafka07.replication_requests import ReplicationRequests
 from twisted_broker.network.debug_lines import DebugFactory
-from twisted_broker.network.kafka import KafkaModernFactory
 from twisted_broker.network.kafka07 import KafkaServerFactory
-from twisted_broker.network.listener_endpoints import BoundEndpoint, listener_endpoint, server_tls_options
-from twisted_broker.network.sasl_gate import SaslKafkaFactory
+from twisted_broker.registry.acl_watch import AclCache
 from twisted_broker.registry.broker_registration import BrokerRegistration
-from twisted_broker.registry.user_credentials import UserCredentials
 from twisted_broker.registry.zookeeper import ZooKeeper
 from twisted_broker.replication.cluster_state import ClusterState
 from twisted_broker.replication.controller import Controller
 from twisted_broker.replication.fetcher import Fetchers
 from twisted_broker.replication.replica_manager import ReplicaManager
 from twisted_broker.replication.service import ReplicationService
-from twisted_broker.security.listeners import PLAINTEXT, ListenerSpec
+from twisted_broker.security.acl import parse_super_users
+from twisted_broker.security.authorizer import AclAuthorizer
 from twisted_broker.server.services import BrokerService, Listener, StopInOrder
 from twisted_broker.server.stats import BrokerStats, RequestStats, broker_snapshot, replication_snapshot
 from twisted_broker.storage.log import LogPolicy
+from twisted_broker.kafka_listeners import LISTEN_BACKLOG, KafkaListener, abspath, kafka_listener, tls_options
 from twisted_broker.storage.log_manager import LogManager
 from twisted_broker.twisted_logging import forward_logging
 from webui.service import embedded_console
 
 DEFAULT_CONFIG = "etc/server.properties"
-# The Kafka listeners' accept queue. Twisted's default (50, as Java's in 0.7) overflows when a
-# few hundred clients connect at once while the reactor is busy: Linux then drops their
-# handshakes (nstat's ListenOverflows), and a client that already sent its request can be
-# reset. The kernel caps it at net.core.somaxconn.
-LISTEN_BACKLOG = 1024
 
 class Options(usage.Options):
     optParameters = [
@@ -144,11 +132,6 @@ def _advertised_host(config: BrokerConfig) -> str:
         return "127.0.0.1"
 
 
-def _abspath(path: str | None) -> str | None:
-    """A file named on the command line as an absolute path; None stays None."""
-    return path and os.path.abspath(path)
-
-
 def freeze_startup_objects() -> None:
     """Take what exists once the broker runs (Twisted, the modules, the opened logs) out of
     the cyclic garbage collector's sight.
@@ -200,11 +183,12 @@ def makeService(options: Options):  # BrokerService, in a StopInOrder with repli
     logs = storage(config, cluster, reactor)
     stats = BrokerStats(RequestStats(config.monitoring_period_secs, reactor.seconds))
     replication = registry and replication_service(config, zk, registry, logs, stats, reactor)
+    authorizer = acl_authorizer(config, zk, reactor)
     broker = Broker(logs, stats, max_message_size=config.max_message_size,
-                    replication=replication and replication.requests)
+                    replication=replication and replication.requests, authorizer=authorizer)
     # The wire protocol first: its port is the one registered in ZooKeeper.
     listeners = [kafka07_listener(config, options, broker, reactor)]
-    kafka = kafka_listener(config, options, logs, stats, zk, cluster, replication, reactor)
+    kafka = kafka_listener(config, options, logs, stats, zk, cluster, replication, authorizer, reactor)
     if kafka is not None:
         listeners.extend(kafka.listeners)
     figures = replication_figures(replication)
@@ -254,6 +238,17 @@ def registry_parts(config: BrokerConfig, zk: ZooKeeper, reactor) -> RegistryPart
         zk, broker_id=config.brokerid, host=_advertised_host(config), startup_ms=int(time.time() * 1000),
         partitions_for=config.partitions_for, session_timeout_ms=config.zk_sessiontimeout_ms, clock=reactor)
     return RegistryParts(registration, ClusterState(zk))
+
+
+def acl_authorizer(config: BrokerConfig, zk: ZooKeeper | None, reactor) -> AclAuthorizer | None:
+    """The ACL authorizer both listeners check (docs/security.md), its ACLs followed in
+    ZooKeeper from the first connection on; None when authorizer.class.name is empty."""
+    if not config.authorizer_class_name:
+        return None
+    authorizer = AclAuthorizer(super_users=parse_super_users(config.super_users),
+                               allow_everyone_if_no_acl_found=config.allow_everyone_if_no_acl_found)
+    AclCache(zk, authorizer, clock=reactor).start()  # a state listener: loads once connected
+    return authorizer
 
 
 def storage(config: BrokerConfig, cluster: ClusterState | None, reactor) -> LogManager:
@@ -307,74 +302,7 @@ def kafka07_listener(config: BrokerConfig, options: Options, broker: Broker, rea
     # Bound to 127.0.0.1 unless the configuration names a host, as every port of ours.
     listen = options["listen"] or (
         f"tcp:{config.port}:interface={config.hostname or '127.0.0.1'}:backlog={LISTEN_BACKLOG}")
-    return Listener("wire protocol", serverFromString(reactor, listen), factory, _abspath(options["port-file"]))
-
-
-@dataclass(frozen=True)
-class KafkaListener:
-    """The listeners of today's Kafka clients, their request figures and users' credentials."""
-
-    listeners: list[Listener]
-    port: object  # () -> int: the first one's, once bound
-    endpoints: object  # () -> {listener name: (host, port)}
-    requests: RequestStats
-    credentials: UserCredentials | None  # None: no SASL listener, or no ZooKeeper
-
-
-def tls_options(config: BrokerConfig, spec: ListenerSpec):
-    return server_tls_options(spec, certificate_chain=config.ssl_keystore_certificate_chain, key=config.ssl_keystore_key,
-                              truststore=config.ssl_truststore_certificates, client_auth=config.ssl_client_auth)
-
-
-def kafka_endpoints(config: BrokerConfig, options: Options, reactor) -> list[tuple[ListenerSpec, BoundEndpoint]]:
-    """Each modern listener and its endpoint: ``--kafka-endpoint`` (one PLAINTEXT listener;
-    'none': no listener), else ``listeners`` or kafka.port's (config.modern_listeners)."""
-    if options["kafka-endpoint"] == "none":
-        return []
-    if options["kafka-endpoint"]:
-        spec = ListenerSpec(PLAINTEXT, PLAINTEXT, config.hostname or "127.0.0.1", 0)
-        return [(spec, BoundEndpoint(serverFromString(reactor, options["kafka-endpoint"])))]
-    return [(spec, BoundEndpoint(listener_endpoint(reactor, spec, backlog=LISTEN_BACKLOG,
-                                                   tls=tls_options(config, spec) if spec.uses_tls else None)))
-            for spec in config.modern_listeners()]
-
-
-def kafka_listener(config: BrokerConfig, options: Options, logs: LogManager, stats: BrokerStats, zk, cluster,
-                   replication: ReplicationService | None, reactor) -> KafkaListener | None:
-    """The modern listeners (docs/kafka-protocol.md, docs/security.md) over the same logs and
-    one handler table; None when there is none."""
-    bound = kafka_endpoints(config, options, reactor)
-    if not bound:
-        return None
-    def endpoints() -> dict[str, tuple[str, int]]:  # an empty host binds all: advertise hostname
-        return {spec.name: (spec.host or config.hostname or "127.0.0.1", end.port()) for spec, end in bound}
-
-    uses_sasl = any(spec.uses_sasl for spec, _ in bound)
-    # The topics' figures are the 0.7 broker's; the request figures are these listeners' own.
-    requests = RequestStats(config.monitoring_period_secs, reactor.seconds, names=API_NAMES, always=())
-    modern_stats = BrokerStats(requests, all_topics=stats.all_topics, topics=stats.topics,
-                               log_messages=stats.log_messages)
-    table = modern_broker(
-        config, logs, modern_stats, port=bound[0][1].port, clock=reactor,
-        offsets=ZooKeeperOffsets(zk) if zk is not None else FileOffsets(config.log_dir),
-        producer_ids=(ZooKeeperProducerIds(zk, config.brokerid) if zk is not None
-                      else FileProducerIds(config.log_dir, config.brokerid)),
-        zk=zk, cluster=cluster, replicas=replication and replication.manager,
-        controller=replication and replication.controller, endpoints=endpoints,
-        sasl_mechanisms=config.sasl_enabled_mechanisms if uses_sasl else ())
-    credentials = UserCredentials(zk) if uses_sasl and zk is not None else None
-    sessions = sasl_sessions(enabled=config.sasl_enabled_mechanisms, decoy_secret=os.urandom(32),
-                             credentials=credentials.lookup if credentials else lambda mechanism, user: None)
-    listeners = []
-    for index, (spec, endpoint) in enumerate(bound):
-        common = dict(max_request_size=config.max_socket_request_bytes, send_buffer_bytes=config.socket_send_buffer,
-                      receive_buffer_bytes=config.socket_receive_buffer, clock=reactor, listener_name=spec.name)
-        factory = (SaslKafkaFactory(table, sasl_sessions=sessions, **common, failed_authentication_delay_ms=(
-                       config.connection_failed_authentication_delay_ms))
-                   if spec.uses_sasl else KafkaModernFactory(table, **common))
-        listeners.append(Listener(f"Kafka clients' protocol ({spec.name})", endpoint, factory,
-                                  _abspath(options["kafka-port-file"]) if index == 0 else None))
-    return KafkaListener(listeners, bound[0][1].port, endpoints, requests, credentials)
+    return Listener("wire protocol", serverFromString(reactor, listen), factory, abspath(options["port-file"]))
 
 
 def debug_listener(config: BrokerConfig, options: Options, logs: LogManager, stats: BrokerStats, zk, figures,
@@ -383,7 +311,7 @@ def debug_listener(config: BrokerConfig, options: Options, logs: LogManager, sta
                              kafka_requests=kafka and kafka.requests)
     return Listener("debug port", serverFromString(reactor, options["debug"]),
                     DebugFactory(commands, clock=reactor, idle_timeout_s=options["debug-idle-timeout"]),
-                    _abspath(options["debug-port-file"]))
+                    abspath(options["debug-port-file"]))
 
 
 def console(config: BrokerConfig, options: Options, logs: LogManager, stats: BrokerStats, zk, figures,
@@ -396,4 +324,4 @@ def console(config: BrokerConfig, options: Options, logs: LogManager, stats: Bro
         zk_connect=config.zk_connect, host=config.hostname or "127.0.0.1", port=lambda: service.port,
         topics=logs.topics,
         partitions_for=config.partitions_for, allow_admin_actions=bool(options["allow-admin-actions"]),
-        port_file=_abspath(options["webui-port-file"]))
+        port_file=abspath(options["webui-port-file"]))

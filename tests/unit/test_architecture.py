@@ -44,7 +44,8 @@ EVERY_UNIT_BELOW = "every unit on a lower floor"
 FLOORS: dict[str, tuple[int, frozenset[str] | str]] = {
     # 1. Leaves: exceptions and 0.7's error codes, the .properties reader, the frozen config
     #    dataclasses, the stdlib-logging bridge, the package (its version), and security's pure
-    #    rules (listeners, SCRAM, the SASL state machine), which config.py reads sideways.
+    #    rules (listeners, SCRAM, the SASL state machine, Kafka's ACL model and the authorizer's
+    #    decisions), which config.py reads sideways.
     "__init__.py": (1, frozenset()),
     "errors.py": (1, frozenset()),
     "properties.py": (1, frozenset()),
@@ -80,6 +81,8 @@ FLOORS: dict[str, tuple[int, frozenset[str] | str]] = {
     # 8. Spark's loader and ETL (which reuse tools' cluster options and tables), the console.
     "spark": (8, frozenset({"client", "codec", "registry", "storage", "tools", "errors.py"})),
     "webui": (8, frozenset({"client", "codec", "registry", "config.py", "errors.py", "twisted_logging.py"})),
+    # The listeners of today's clients, built for tap.py (the composition root's second half).
+    "kafka_listeners.py": (8, EVERY_UNIT_BELOW),
     # 9. The composition root and the entry points.
     "tap.py": (9, EVERY_UNIT_BELOW),
     "cli.py": (9, frozenset({"client", "registry", "spark", "tools", "__init__.py", "config.py", "errors.py"})),

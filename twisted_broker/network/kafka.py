@@ -27,7 +27,7 @@ from twisted.internet.defer import Deferred
 from twisted_broker.codec.kafka.api_keys import API_NAMES, API_VERSIONS, PRODUCE, SUPPORTED
 from twisted_broker.codec.kafka.primitives import INT16, Malformed
 from twisted_broker.codec.kafka.protocol import Request, UnsupportedVersion, decode_request, encode_response_pieces
-from twisted_broker.errors import Truncated
+from twisted_broker.errors import CloseConnection, Truncated
 from twisted_broker.network.connection import FramedConnection, RefusedRequest
 from twisted_broker.network.connection_factory import ConnectionFactory
 from twisted_broker.network.tls_principal import CertificatePrincipal
@@ -80,7 +80,10 @@ class KafkaModernProtocol(CertificatePrincipal, FramedConnection):
             self._client_host = f"/{getattr(peer, 'host', peer)}"
         request = replace(request, client_host=self._client_host, principal=self.principal,
                           listener=self.listener_name)
-        body = self._handlers[request.api_key](request)
+        try:
+            body = self._handlers[request.api_key](request)
+        except CloseConnection as exc:  # a refusal with no answer to carry it (acks=0)
+            raise RefusedRequest(str(exc)) from exc
         if isinstance(body, Deferred):
             return body.addCallback(lambda answer: encode_response_pieces(request, answer))
         return encode_response_pieces(request, body)

@@ -46,8 +46,9 @@ class KafkaServerProtocol(CertificatePrincipal, FramedConnection):
             raise RefusedRequest(f"malformed request: {exc}") from None
 
     def handle(self, request):
+        peer = self.transport.getPeer()
         try:
-            return self._table.handle(request)
+            return self._table.handle(request, self.principal, getattr(peer, "host", ""))
         except CloseConnection as exc:
             raise RefusedRequest(str(exc)) from exc
 

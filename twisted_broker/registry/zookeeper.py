@@ -86,9 +86,12 @@ class ZooKeeper:
 
     # -- operations ----------------------------------------------------------------------
 
-    def create(self, path: str, value: bytes = b"", *, ephemeral: bool = False) -> Deferred[str]:
-        """Create ``path`` (missing parents persistent and empty, as 0.7's ZkUtils does)."""
-        return self._deferred(self.client.create_async(path, value, ephemeral=ephemeral, makepath=True))
+    def create(self, path: str, value: bytes = b"", *, ephemeral: bool = False,
+               sequence: bool = False) -> Deferred[str]:
+        """Create ``path`` (missing parents persistent and empty, as 0.7's ZkUtils does);
+        ``sequence`` appends ZooKeeper's sequence number. Fires with the path created."""
+        return self._deferred(self.client.create_async(path, value, ephemeral=ephemeral, sequence=sequence,
+                                                       makepath=True))
 
     def set(self, path: str, value: bytes, version: int = -1) -> Deferred:
         """Set ``path``'s data; with ``version``, only if the node is still at that version
@@ -104,8 +107,9 @@ class ZooKeeper:
     def exists(self, path: str, watch: Callable | None = None) -> Deferred:
         return self._deferred(self.client.exists_async(path, watch=self._wrap(watch)))
 
-    def delete(self, path: str) -> Deferred:
-        return self._deferred(self.client.delete_async(path))
+    def delete(self, path: str, version: int = -1) -> Deferred:
+        """Delete ``path``; with ``version``, only if the node is still at it (BadVersionError)."""
+        return self._deferred(self.client.delete_async(path, version))
 
     def transaction(self, ops: list[tuple]) -> Deferred[list]:
         """ZooKeeper's multi-op: every op applies, or none. Each op is one of

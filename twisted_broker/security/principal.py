@@ -10,9 +10,6 @@ from __future__ import annotations
 
 from cryptography import x509
 
-ANONYMOUS = "User:ANONYMOUS"
-
-
 def certificate_principal(certificate: x509.Certificate) -> str:
     """``User:<subject DN, RFC 2253>`` of a client certificate."""
     return "User:" + certificate.subject.rfc4514_string()

@@ -26,6 +26,9 @@ CREATE_TOPICS = 19
 DELETE_TOPICS = 20
 INIT_PRODUCER_ID = 22
 SASL_AUTHENTICATE = 36
+DESCRIBE_ACLS = 29
+CREATE_ACLS = 30
+DELETE_ACLS = 31
 
 API_NAMES: dict[int, str] = {
     PRODUCE: "Produce", FETCH: "Fetch", LIST_OFFSETS: "ListOffsets", METADATA: "Metadata",
@@ -34,7 +37,8 @@ API_NAMES: dict[int, str] = {
     LEAVE_GROUP: "LeaveGroup", SYNC_GROUP: "SyncGroup", DESCRIBE_GROUPS: "DescribeGroups",
     LIST_GROUPS: "ListGroups", API_VERSIONS: "ApiVersions", CREATE_TOPICS: "CreateTopics",
     DELETE_TOPICS: "DeleteTopics", INIT_PRODUCER_ID: "InitProducerId",
-    SASL_HANDSHAKE: "SaslHandshake", SASL_AUTHENTICATE: "SaslAuthenticate",
+    SASL_HANDSHAKE: "SaslHandshake", SASL_AUTHENTICATE: "SaslAuthenticate", DESCRIBE_ACLS: "DescribeAcls",
+    CREATE_ACLS: "CreateAcls", DELETE_ACLS: "DeleteAcls",
 }
 
 # api_key -> (min_version, max_version), both inclusive.
@@ -58,6 +62,9 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     INIT_PRODUCER_ID: (0, 1),
     SASL_HANDSHAKE: (0, 1),
     SASL_AUTHENTICATE: (0, 1),
+    DESCRIBE_ACLS: (0, 1),
+    CREATE_ACLS: (0, 1),
+    DELETE_ACLS: (0, 1),
 }
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from twisted_broker.errors import Truncated
-from twisted_broker.codec.kafka import cluster_schemas, group_schemas, log_schemas, sasl_schemas
+from twisted_broker.codec.kafka import acl_schemas, cluster_schemas, group_schemas, log_schemas, sasl_schemas
 from twisted_broker.codec.kafka.api_keys import API_NAMES, API_VERSIONS, SUPPORTED
 from twisted_broker.codec.kafka.errors import NONE, UNSUPPORTED_VERSION
 from twisted_broker.codec.kafka.primitives import INT32, NULLABLE_STRING, Buffer, Gap, Malformed
@@ -30,7 +30,7 @@ from twisted_broker.codec.kafka.schema import Schema, chunks_size, encode_chunks
 
 REQUESTS: dict[tuple[int, int], Schema] = {}
 RESPONSES: dict[tuple[int, int], Schema] = {}
-for _module in (cluster_schemas, log_schemas, group_schemas, sasl_schemas):
+for _module in (cluster_schemas, log_schemas, group_schemas, sasl_schemas, acl_schemas):
     REQUESTS.update(_module.REQUESTS)
     RESPONSES.update(_module.RESPONSES)
 

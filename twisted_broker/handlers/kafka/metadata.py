@@ -12,6 +12,7 @@ and the request (v4+) allow it.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from twisted.internet.defer import gatherResults, inlineCallbacks
 from twisted.internet.task import deferLater
@@ -42,6 +43,9 @@ class TopicRequests:
         self.default_replication_factor = default_replication_factor
         self.auto_create = auto_create
         self.clock = clock
+        # Whether a Metadata request may create an unknown topic, besides auto.create.topics.enable:
+        # the authorizer's say (Create on the cluster or the topic), when it is on.
+        self.may_create: Callable[[Request, str], bool] = lambda request, name: True
 
     # -- Metadata -----------------------------------------------------------------------------
 
@@ -65,7 +69,9 @@ class TopicRequests:
                                "is_internal": False, "partitions": []})
                 continue
             error, view = kafka_errors.NONE, (yield self.view.topic(name))
-            if view is None and create:
+            if view is None and create and not self.may_create(request, name):
+                error = kafka_errors.TOPIC_AUTHORIZATION_FAILED
+            elif view is None and create:
                 error = yield self._create(name, self.num_partitions, self.default_replication_factor,
                                            CREATION_WAIT_S)
                 view = (yield self.view.topic(name)) if error == kafka_errors.NONE else None

@@ -27,6 +27,8 @@ from twisted_broker.codec.kafka import api_keys
 from twisted_broker.codec.kafka import errors as kafka_errors
 from twisted_broker.codec.kafka.api_keys import API_VERSIONS, SUPPORTED
 from twisted_broker.codec.kafka.protocol import REQUESTS, Request
+from twisted_broker.handlers.kafka.acls import AclRequests
+from twisted_broker.handlers.kafka.authorization import Authorization
 from twisted_broker.handlers.kafka.fetch import FetchRequests
 from twisted_broker.handlers.kafka.groups import GroupRequests
 from twisted_broker.handlers.kafka.metadata import TopicRequests
@@ -35,6 +37,8 @@ from twisted_broker.handlers.kafka.produce import ProduceRequests
 from twisted_broker.handlers.kafka.sasl import SaslRequests
 from twisted_broker.handlers.kafka.topics import KafkaClusterView
 from twisted_broker.replication.replica_manager import ReplicaManager
+from twisted_broker.security.acl import Operation, ResourceType
+from twisted_broker.security.authorizer import AclAuthorizer
 from twisted_broker.server.stats import BrokerStats
 from twisted_broker.storage.log_manager import LogManager
 
@@ -66,13 +70,15 @@ class ModernBroker:
 
 def modern_broker(config: BrokerConfig, logs: LogManager, stats: BrokerStats, *, port, clock, offsets,
                   producer_ids, zk=None, cluster=None, replicas: ReplicaManager | None = None,
-                  controller=None, endpoints=None, sasl_mechanisms: tuple[str, ...] = ()) -> ModernBroker:
+                  controller=None, endpoints=None, sasl_mechanisms: tuple[str, ...] = (),
+                  authorizer: AclAuthorizer | None = None) -> ModernBroker:
     """The ModernBroker of one broker. ``port()`` is the modern listener's bound port;
     ``offsets`` and ``producer_ids`` are the stores tap.py picked (ZooKeeper's or log.dir's);
     ``zk``, ``cluster`` (ClusterState), ``replicas`` and ``controller`` are None without
     ZooKeeper. ``endpoints()``: {listener name: (host, port)} of this broker's listeners;
     ``sasl_mechanisms``: those enabled when a listener uses SASL (the SASL APIs are then listed
-    and answered on every listener, as Kafka does; none: not listed, as before)."""
+    and answered on every listener, as Kafka does; none: not listed, as before);
+    ``authorizer`` None when authorization is off (every handler then unchecked)."""
     view = KafkaClusterView(broker_id=config.brokerid, host=config.hostname or "127.0.0.1", port=port, logs=logs,
                             partitions_for=logs.partitions_for, zk=zk, cluster=cluster, controller=controller,
                             endpoints=endpoints)
@@ -87,7 +93,8 @@ def modern_broker(config: BrokerConfig, logs: LogManager, stats: BrokerStats, *,
                                    is_coordinator=lambda: view.controller_id() == view.broker_id)
     groups = GroupRequests(topics, coordinator)
     sasl = SaslRequests(sasl_mechanisms)
-    return ModernBroker(stats, {
+    acls = AclRequests(authorizer, zk)
+    handlers = {
         **({api_keys.SASL_HANDSHAKE: sasl.handshake, api_keys.SASL_AUTHENTICATE: sasl.authenticate}
            if sasl_mechanisms else {}),
         api_keys.PRODUCE: produce.produce,
@@ -106,4 +113,14 @@ def modern_broker(config: BrokerConfig, logs: LogManager, stats: BrokerStats, *,
         api_keys.OFFSET_FETCH: groups.offset_fetch,
         api_keys.DESCRIBE_GROUPS: groups.describe_groups,
         api_keys.LIST_GROUPS: groups.list_groups,
-    })
+        api_keys.DESCRIBE_ACLS: acls.describe_acls,
+        api_keys.CREATE_ACLS: acls.create_acls,
+        api_keys.DELETE_ACLS: acls.delete_acls,
+    }
+    if authorizer is None:
+        return ModernBroker(stats, handlers)
+    authorization = Authorization(authorizer)
+    topics.may_create = lambda request, name: (
+        authorization.may(request, Operation.DESCRIBE, ResourceType.TOPIC, name)
+        and authorization.may_create_topic(request, name))
+    return ModernBroker(stats, authorization.wrap(handlers))

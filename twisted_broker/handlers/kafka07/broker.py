@@ -18,6 +18,9 @@ from twisted_broker.errors import (
     OffsetOutOfRange, PartitionNotReady, UnknownError, WrongPartition,
 )
 from twisted_broker.handlers.held_fetch import HeldFetch
+from twisted_broker.handlers.kafka07.authorization import Kafka07Authorization
+from twisted_broker.security.acl import ANONYMOUS
+from twisted_broker.security.authorizer import AclAuthorizer
 from twisted_broker.server.stats import BrokerStats
 from twisted_broker.storage.log import Log
 from twisted_broker.storage.log_manager import LogManager
@@ -38,7 +41,8 @@ class Broker:
     """Serves requests against a LogManager. Reactor thread only."""
 
     def __init__(self, logs: LogManager, stats: BrokerStats, *, max_message_size: int = 1_000_000,
-                 choose: Callable[[int], int] | None = None, replication=None) -> None:
+                 choose: Callable[[int], int] | None = None, replication=None,
+                 authorizer: AclAuthorizer | None = None) -> None:
         self.logs = logs
         self.stats = stats
         self.max_message_size = max_message_size
@@ -48,6 +52,8 @@ class Broker:
                           OffsetRequest: self._offsets}
         # handlers/kafka07/replication_requests.ReplicationRequests, when this broker replicates.
         self.replication = replication
+        # The ACLs' checks (handlers/kafka07/authorization.py); None: authorization is off.
+        self.authorization = authorizer and Kafka07Authorization(authorizer)
         self.request_classes = REQUEST_CLASSES  # what the protocol decodes: 0.7's, and replication's
         if replication is not None:
             self.request_classes = ALL_REQUEST_CLASSES
@@ -57,9 +63,16 @@ class Broker:
                 ProduceAckRequest: lambda request: replication.produce_ack(request, self._append_0_7),
                 MetadataRequest: replication.metadata})
 
-    def handle(self, request: Kafka07Request) -> list[Piece]:
+    def handle(self, request: Kafka07Request, principal: str = ANONYMOUS, host: str = "") -> list[Piece]:
         """The response pieces for ``request`` (empty for produce), or a Deferred of them for
-        replication's requests that wait. Raises CloseConnection."""
+        replication's requests that wait. ``principal`` and ``host`` (the peer's address) are
+        who sent it, for the ACLs when authorization is on. Raises CloseConnection."""
+        if self.authorization is not None:
+            return self.authorization.handle(request, self.serve, principal, host)
+        return self._handlers[type(request)](request)
+
+    def serve(self, request: Kafka07Request) -> list[Piece]:
+        """``handle`` without the ACLs' checks."""
         return self._handlers[type(request)](request)
 
     def hold_fetch(self, request: Kafka07Request, resume: Callable[[], object], *, wait_s: float, clock) -> HeldFetch | None:
