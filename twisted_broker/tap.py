@@ -236,7 +236,8 @@ class RegistryParts:
 def registry_parts(config: BrokerConfig, zk: ZooKeeper, reactor) -> RegistryParts:
     registration = BrokerRegistration(
         zk, broker_id=config.brokerid, host=_advertised_host(config), startup_ms=int(time.time() * 1000),
-        partitions_for=config.partitions_for, session_timeout_ms=config.zk_sessiontimeout_ms, clock=reactor)
+        partitions_for=config.partitions_for, session_timeout_ms=config.zk_sessiontimeout_ms, clock=reactor,
+        log_dir=config.log_dir)
     return RegistryParts(registration, ClusterState(zk))
 
 

@@ -14,7 +14,7 @@ from twisted.internet.defer import inlineCallbacks
 from twisted.internet.task import deferLater
 
 from twisted_broker.registry import paths as registry_paths
-from twisted_broker.registry.zookeeper import NodeExistsError, ZooKeeper
+from twisted_broker.registry.zookeeper import NodeExistsError, NoNodeError, ZooKeeper
 from twisted_broker.registry import replication_paths as paths
 from twisted_broker.replication.assignment import AssignmentError, assign_replicas
 from twisted_broker.replication.cluster_state import ClusterState
@@ -48,10 +48,24 @@ def create_replicated_topic(zk: ZooKeeper, topic: str, *, partitions: int, repli
                             live_brokers=live_brokers, start=start)
     if (yield zk.exists(registry_paths.topic_path(topic))) is not None:
         raise Kafka07Topic(f"{topic!r} is a 0.7 topic (registered under {registry_paths.BROKER_TOPICS})")
-    try:
-        yield zk.create(paths.topic_path(topic), assignment.encode())
-    except NodeExistsError:
-        pass
+    # The topic node with the parents of its partitions' state nodes, in one write: the
+    # controller then creates a thousand states without a round trip each for their parents.
+    ops = [("create", paths.topic_path(topic), assignment.encode(), False),
+           ("create", paths.partitions_path(topic), b"", False),
+           *(("create", f"{paths.partitions_path(topic)}/{partition}", b"", False) for partition in assignment.replicas)]
+    for attempt in range(2):
+        try:
+            yield zk.transaction(ops)
+            return
+        except NodeExistsError:
+            return
+        except NoNodeError:  # the first topic of a new cluster: /replication/topics is not there yet
+            if attempt:
+                raise
+            try:
+                yield zk.create(paths.TOPICS)
+            except NodeExistsError:
+                pass
 
 
 @inlineCallbacks

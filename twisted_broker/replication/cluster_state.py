@@ -282,11 +282,14 @@ class ClusterState:
             return
         if generation != self._generation:
             return
+        # A topic new here most likely has no states yet (the controller writes them after it
+        # sees the topic): watch for them with one request each, not a failed get first.
+        fresh = topic not in self.assignments and not any(key[0] == topic for key in self.states)
         if self.assignment_stamps.get(topic, (-1, -1)) < (stat.czxid, stat.version):  # not a late older read
             self.assignments[topic] = assignment
             self.assignment_stamps[topic] = (stat.czxid, stat.version)
             self._notify("on_assignment", topic)
-        yield gatherResults([self._read_state(topic, partition, generation)
+        yield gatherResults([self._read_state(topic, partition, generation, expect_missing=fresh)
                              for partition in self.assignments[topic].replicas], consumeErrors=True)
 
     def _assignment_changed(self, topic: str, generation: int) -> None:
@@ -294,7 +297,8 @@ class ClusterState:
             self._read_assignment(topic, generation).addErrback(self._log_failure, f"topic {topic}")
 
     @inlineCallbacks
-    def _read_state(self, topic: str, partition: int, generation: int, *, watch: bool = True):
+    def _read_state(self, topic: str, partition: int, generation: int, *, watch: bool = True,
+                    expect_missing: bool = False):
         path = paths.state_path(topic, partition)
         changed = lambda event: self._state_changed(topic, partition, generation)  # noqa: E731
         try:
@@ -302,6 +306,8 @@ class ClusterState:
                 # One request, not two: a get's watch fires on a change or a deletion (with a
                 # thousand partitions moving, every state is read again by every broker).
                 try:
+                    if expect_missing:
+                        raise NoNodeError(path)
                     value, stat = yield self.zk.get(path, watch=changed)
                 except NoNodeError:
                     if (yield self.zk.exists(path, watch=changed)) is None:

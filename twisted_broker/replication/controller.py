@@ -33,6 +33,7 @@ from twisted_broker.registry.replication_paths import ControllerInfo, PartitionS
 log = logging.getLogger(__name__)
 
 LOGGED_PASS = 50  # a pass writing at least this many states logs its timing
+CREATE_BATCH = 200  # new partitions' first states per fenced multi-op
 CONTROLLER_RETRY_S = 0.2  # after a refused write or a failed read: ZooKeeper moved, look again
 
 
@@ -264,17 +265,29 @@ class Controller:
                     if state.online:
                         counts[state.leader] = counts.get(state.leader, 1) - 1
         if decisions:
-            writes = [self.write(topic, partition, new) for topic, partition, _s, new, _r, _x in decisions]
+            # New partitions' first states in multi-ops (a topic of 1,000 partitions: a few
+            # writes, not 1,000); every other change one compare-and-set each, pipelined.
+            new_ones = [i for i, (topic, partition, *_rest) in enumerate(decisions)
+                        if cluster.version(topic, partition) is None]
+            changes = [i for i, (topic, partition, *_rest) in enumerate(decisions)
+                       if cluster.version(topic, partition) is not None]
+            writes = [self.write(decisions[i][0], decisions[i][1], decisions[i][3]) for i in changes]
+            batches = [self.create_states([(decisions[i][0], decisions[i][1], decisions[i][3])
+                                           for i in new_ones[at:at + CREATE_BATCH]])
+                       for at in range(0, len(new_ones), CREATE_BATCH)]
             if leaving:
                 # A broker in a controlled shutdown is answered once its leaderships are moved,
                 # not after the whole pass (its ISR removals race the leaders' own ISR writes).
-                moved = [w for w, (_t, _p, state, *_rest) in zip(writes, decisions)
-                         if state is not None and state.leader in leaving]
+                moved = [w for w, i in zip(writes, changes) if decisions[i][2].leader in leaving]
                 gatherResults(moved, consumeErrors=True).addCallback(
                     lambda _: self.admin.answer_finished_shutdowns(leaving) if self.active else None).addErrback(
                     lambda failure: log.warning("answering controlled shutdowns: %s", failure.getErrorMessage()))
             decided = self._clock.seconds()
-            written = yield gatherResults(writes, consumeErrors=True)
+            results = yield gatherResults([*writes, *batches], consumeErrors=True)
+            written = [False] * len(decisions)
+            for i, ok in zip([*changes, *new_ones], [*results[:len(writes)], *(ok for batch in results[len(writes):]
+                                                                              for ok in batch)]):
+                written[i] = ok
             if len(decisions) >= LOGGED_PASS:
                 log.info("controller: %d partition states written in %.2f s (%d refused), decided in %.2f s",
                          len(decisions), self._clock.seconds() - decided, written.count(False), decided - started)
@@ -316,22 +329,25 @@ class Controller:
             log.info("%s-%d: leader %s -> %d, epoch %d, ISR %s", topic, partition,
                      old.leader if old.online else "none", new.leader, new.leader_epoch, list(new.isr))
 
-    @inlineCallbacks
-    def write(self, topic: str, partition: int, state: PartitionState):
-        """Compare-and-set one state, fenced; False when ZooKeeper moved (the caller reconciles
-        again) or this controller was deposed."""
-        version = self._cluster.version(topic, partition)
-        path = paths.state_path(topic, partition)
+    def _prepared(self, topic: str, partition: int, state: PartitionState) -> PartitionState:
         old = self._cluster.state(topic, partition)
         if state.online and (old is None or state.leader_epoch != old.leader_epoch):
             # Every election (a new epoch) records the session the leader has now: a state
             # carried over from an older one would make the leader refuse to lead.
             state = PartitionState(state.leader, state.leader_epoch, state.isr, state.controller_epoch,
                                    self._cluster.sessions.get(state.leader, ""))
-        state = with_isr_sessions(state, old, self._cluster.sessions)
+        return with_isr_sessions(state, old, self._cluster.sessions)
+
+    @inlineCallbacks
+    def write(self, topic: str, partition: int, state: PartitionState):
+        """Compare-and-set one state, fenced; False when ZooKeeper moved (the caller reconciles
+        again) or this controller was deposed."""
+        version = self._cluster.version(topic, partition)
+        path = paths.state_path(topic, partition)
+        state = self._prepared(topic, partition, state)
         try:
             if version is None:
-                yield self.admin.ensure(paths.state_path(topic, partition).rsplit("/", 1)[0])
+                yield self.admin.ensure(path.rsplit("/", 1)[0])
                 yield self.transaction([("create", path, state.encode(), False)])
                 new_version, zxid = 0, None
             else:
@@ -347,6 +363,26 @@ class Controller:
             return False
         self._cluster.written(topic, partition, state, new_version, zxid)
         return True
+
+    @inlineCallbacks
+    def create_states(self, batch: list[tuple[str, int, PartitionState]]):
+        """New partitions' first states in one fenced multi-op; one bool per state. A batch
+        refused as a whole (a parent node missing: a topic written without them; a state that
+        is there already) is written one state at a time."""
+        prepared = [(topic, partition, self._prepared(topic, partition, state)) for topic, partition, state in batch]
+        try:
+            yield self.transaction([("create", paths.state_path(topic, partition), state.encode(), False)
+                                    for topic, partition, state in prepared])
+        except Deposed:
+            return [False] * len(batch)
+        except (NoNodeError, NodeExistsError):
+            return (yield gatherResults([self.write(*item) for item in batch], consumeErrors=True))
+        except Exception as exc:
+            log.warning("writing %d new partition states: %s", len(batch), exc)
+            return [False] * len(batch)
+        for topic, partition, state in prepared:
+            self._cluster.written(topic, partition, state, 0)
+        return [True] * len(batch)
 
     def schedule_reconcile(self) -> None:
         self._schedule("reconcile", self.reconcile)

@@ -40,10 +40,15 @@ class ControllerAdmin:
         self._zk = zk
         self._cluster = cluster
         self.reassigning = False  # a reassignment is pending: ISR changes may advance it
+        # The brokers asking for a controlled shutdown, kept by watches (None: not read yet):
+        # a pass then starts at once, not behind the hundreds of requests queued on this
+        # session while a thousand partitions are created (issue 23).
+        self._asking: frozenset[int] | None = None
 
     # -- watching the requests --------------------------------------------------------------
 
     def watch(self) -> None:
+        self._asking = None
         for path in (paths.SHUTDOWN, paths.PREFERRED_REPLICA_ELECTION, paths.REASSIGN_PARTITIONS):
             self._watch(path)
 
@@ -52,21 +57,30 @@ class ControllerAdmin:
         try:
             if path == paths.SHUTDOWN:
                 yield self.ensure(path)
-                yield self._zk.get_children(path, watch=self._changed)
+                yield self._read_shutdowns()
             else:
                 yield self._zk.exists(path, watch=self._changed)
         except Exception as exc:
             log.warning("watching %s: %s", path, exc)
 
     def _changed(self, event) -> None:
-        # One bound method for the three nodes; the event names the node, relative to the
-        # chroot (None when kazoo drops every watch with a lost session: watch them all).
+        # One bound method for the nodes; the event names the node, relative to the chroot
+        # (None when kazoo drops every watch with a lost session: watch them all). A change of
+        # the shutdown requests (a child, or a request's value) reconciles once they are read.
         if self._controller.active:
             if event.path is None:
                 self.watch()
+            elif event.path.startswith(paths.SHUTDOWN):
+                self._watch(paths.SHUTDOWN).addCallback(lambda _: self._controller.reconcile())
+                return
             else:
                 self._watch(event.path)
             self._controller.reconcile()
+
+    @inlineCallbacks
+    def _read_shutdowns(self):
+        children = yield self._zk.get_children(paths.SHUTDOWN, watch=self._changed)
+        self._asking = frozenset((yield self._asking_among(children, watch=self._changed)))
 
     # -- what a reconciliation does after the partitions -------------------------------------
 
@@ -80,19 +94,32 @@ class ControllerAdmin:
 
     @inlineCallbacks
     def shutdown_requests(self):
-        """The brokers asking for a controlled shutdown (not answered yet)."""
+        """The brokers asking for a controlled shutdown (not answered yet): as the watches
+        last read them, or read now before they were."""
+        if self._asking is not None:
+            return sorted(self._asking)
         try:
             children = yield self._zk.get_children(paths.SHUTDOWN)
         except NoNodeError:
             return []
-        asking = []
+        return (yield self._asking_among(children))
+
+    @inlineCallbacks
+    def _asking_among(self, children: list[str], watch=None):
+        reads = []
         for name in children:
             try:
-                value, _ = yield self._zk.get(paths.shutdown_path(int(name)))
-            except (NoNodeError, ValueError):
+                reads.append((int(name), self._zk.get(paths.shutdown_path(int(name)), watch=watch)))
+            except ValueError:
+                continue
+        asking = []
+        for broker_id, read in reads:
+            try:
+                value, _ = yield read
+            except NoNodeError:
                 continue
             if value != b"done":
-                asking.append(int(name))
+                asking.append(broker_id)
         return asking
 
     def answer_finished_shutdowns(self, leaving: frozenset[int]):
