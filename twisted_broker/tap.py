@@ -39,6 +39,7 @@ from twisted_broker.security.authorizer import AclAuthorizer
 from twisted_broker.server.services import BrokerService, Listener, StopInOrder
 from twisted_broker.server.stats import BrokerStats, RequestStats, broker_snapshot, replication_snapshot
 from twisted_broker.storage.log import LogPolicy
+from twisted_broker.storage.log_dir_lock import LogDirLocked, lock_log_dir
 from twisted_broker.kafka_listeners import LISTEN_BACKLOG, KafkaListener, abspath, kafka_listener, tls_options
 from twisted_broker.storage.log_manager import LogManager
 from twisted_broker.twisted_logging import forward_logging
@@ -175,6 +176,10 @@ def makeService(options: Options):  # BrokerService, in a StopInOrder with repli
     forward_logging()
     keep_freed_buffers()
     config: BrokerConfig = options.config
+    try:  # before anything reads the logs or registers (kept open for the process's life)
+        options.log_dir_lock = lock_log_dir(config.log_dir, wait_s=config.zk_sessiontimeout_ms * 1.5 / 1000)
+    except LogDirLocked as exc:
+        raise SystemExit(f"twistd broker: {exc}") from None  # the message alone, no traceback
     zk = registry = None
     if config.enable_zookeeper:
         zk = ZooKeeper(config.zk_connect, reactor=reactor, session_timeout_ms=config.zk_sessiontimeout_ms)
@@ -236,8 +241,7 @@ class RegistryParts:
 def registry_parts(config: BrokerConfig, zk: ZooKeeper, reactor) -> RegistryParts:
     registration = BrokerRegistration(
         zk, broker_id=config.brokerid, host=_advertised_host(config), startup_ms=int(time.time() * 1000),
-        partitions_for=config.partitions_for, session_timeout_ms=config.zk_sessiontimeout_ms, clock=reactor,
-        log_dir=config.log_dir)
+        partitions_for=config.partitions_for, session_timeout_ms=config.zk_sessiontimeout_ms, clock=reactor)
     return RegistryParts(registration, ClusterState(zk))
 
 

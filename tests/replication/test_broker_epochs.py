@@ -4,14 +4,15 @@ replica (issue 22, defect 5; Kafka's broker epoch, KIP-380), on three real broke
 The leader, which is also the controller, is paused (SIGSTOP): nobody can take the restarted
 follower out of the ISR. The follower is killed, loses everything it had not flushed (its
 copy of the partition is gone, as after a power cut with nothing fsynced), and comes back at
-once (its next run was started beforehand on the same log dir and waits for its broker
-id). Then the leader dies. The next controller finds both followers live and in the ISR, the
+once (its next run was started beforehand on the same log dir and waits for the directory's
+lock, which the kill releases). Then the leader dies. The next controller finds both followers live and in the ISR, the
 restarted one first in the assignment and leading nothing: only its registration's epoch (a
 czxid newer than the state) tells it lacks what was acknowledged. The complete follower must
 be elected, and every acknowledged acks=all record is still there."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import threading
@@ -37,6 +38,15 @@ def state(cluster) -> PartitionState:
     finally:
         client.stop()
         client.close()
+
+
+def holds_open(pid: int, path: Path) -> bool:
+    """Whether process ``pid`` has ``path`` open (the lock it waits to take)."""
+    fds = Path(f"/proc/{pid}/fd")
+    try:
+        return any(os.readlink(fd) == str(path) for fd in fds.iterdir())
+    except (FileNotFoundError, ProcessLookupError):  # the process or one of its fds went meanwhile
+        return False
 
 
 def test_a_restarted_follower_that_lost_its_tail_is_not_elected_over_a_complete_one(replicated_cluster):
@@ -66,9 +76,9 @@ def test_a_restarted_follower_that_lost_its_tail_is_not_elected_over_a_complete_
     assert state(cluster).leader == controller
 
     # The follower's next run is started beside it on the same log dir, whose copy of the
-    # partition is gone (nothing was fsynced: what a power cut leaves), and waits for its
-    # broker id; the restart itself is then one quick step, whatever a loaded machine makes
-    # of a process start.
+    # partition is gone (nothing was fsynced: what a power cut leaves), and waits for the
+    # directory's lock; the restart itself is then one quick step, whatever a loaded machine
+    # makes of a process start.
     follower = cluster.brokers[restarted]
     shutil.rmtree(Path(follower.log_dir) / f"{TOPIC}-0")
     again = BrokerProcess(cluster.root / f"broker-{restarted}-again", broker_id=restarted,
@@ -76,9 +86,8 @@ def test_a_restarted_follower_that_lost_its_tail_is_not_elected_over_a_complete_
                                                                      "log.dir": str(follower.log_dir)})
     starting = threading.Thread(target=again.start, kwargs={"timeout_s": 60}, daemon=True)
     starting.start()
-    waiting = "Zookeeper connection established"  # kazoo's line, just before the registration
-    cluster.wait_for(lambda: again.process is not None and waiting in again.log_tail(1 << 20),
-                     what="the follower's next run to wait for its broker id", timeout_s=30)
+    cluster.wait_for(lambda: again.process is not None and holds_open(again.process.pid, Path(follower.log_dir) / ".lock"),
+                     what="the follower's next run to wait for its log dir's lock", timeout_s=30)
     leader = cluster.brokers[controller]
     leader.process.send_signal(signal.SIGSTOP)  # leader and controller: nobody can shrink the ISR
     try:

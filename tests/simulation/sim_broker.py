@@ -109,8 +109,7 @@ class SimBroker:
         # startup_ms makes the creatorId: a restart is a new registration, as after a real one.
         self.registration = BrokerRegistration(
             self.zk, broker_id=broker_id, host=host, startup_ms=int(self.clock.seconds() * 1000) + incarnation,
-            partitions_for=lambda topic: 1, session_timeout_ms=config.session_timeout_ms, clock=self.clock,
-            log_dir=log_dir)
+            partitions_for=lambda topic: 1, session_timeout_ms=config.session_timeout_ms, clock=self.clock)
         info = self.registration.info
         self.registration.info = registry_paths.BrokerInfo(info.broker_id, info.creator_id, info.host, port)
         self.manager = ReplicaManager(broker_id=broker_id, logs=self.logs, zk=self.zk, cluster=self.cluster,

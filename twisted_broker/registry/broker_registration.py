@@ -6,20 +6,13 @@ reconnects with a new session and this class creates every node again. While Zoo
 unreachable the broker keeps serving; topics created meanwhile are registered on reconnect.
 
 A broker id registered with other data belongs to another broker, or to this one's previous
-run whose session has not timed out yet (0.7 refused to start in both cases). The previous
-run's is deleted at once: each run records its creatorId in its log directory
-(``REGISTRATION_FILE``; a log directory has one broker at a time), and a registration that
-names the creatorId recorded there is that run's. Until its session timed out it would look
-alive to the controller, which would take the followers it lost out of the ISR and leave the
-new run, whose log may lack its unflushed tail, as the only member: electable, losing
-committed messages (the simulation's seed 572942149). Any other registration is waited for, up
-to one session timeout, before refusing.
+run whose session has not timed out yet (0.7 refused to start in both cases). We wait up to
+one session timeout for it to vanish before refusing, so a quick restart after a crash works.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Callable
 
@@ -31,8 +24,6 @@ from twisted_broker.registry.zookeeper import CONNECTED, LOST, NodeExistsError, 
 
 log = logging.getLogger(__name__)
 
-REGISTRATION_FILE = "broker-registration"  # in log.dir: the creatorId this directory's broker last registered
-
 
 class BrokerIdInUse(RuntimeError):
     """A live broker holds our broker id in ZooKeeper; its message says which (and why)."""
@@ -40,11 +31,8 @@ class BrokerIdInUse(RuntimeError):
 
 class BrokerRegistration:
     def __init__(self, zk: ZooKeeper, *, broker_id: int, host: str, startup_ms: int,
-                 partitions_for: Callable[[str], int], session_timeout_ms: int, clock,
-                 log_dir: str | None = None) -> None:
+                 partitions_for: Callable[[str], int], session_timeout_ms: int, clock) -> None:
         self._zk = zk
-        self._record = os.path.join(log_dir, REGISTRATION_FILE) if log_dir else None
-        self._previous_run = _read_record(self._record)
         self.info = paths.BrokerInfo(broker_id, paths.creator_id(host, startup_ms), host, 0)
         self._partitions_for = partitions_for
         self._session_timeout_s = session_timeout_ms / 1000
@@ -85,12 +73,6 @@ class BrokerRegistration:
                     continue
                 if existing == self.info.encode():
                     break
-                if self._is_previous_run(existing):
-                    try:
-                        self._delete_previous_run(existing, lambda: client.delete(path))
-                    except NoNodeError:
-                        pass
-                    continue
                 if time.monotonic() > deadline:
                     client.stop()
                     client.close()
@@ -101,7 +83,6 @@ class BrokerRegistration:
                 time.sleep(0.2)
         self.registrations += 1
         self.registered = True
-        _write_record(self._record, self.info.creator_id)
         log.info("registered broker %d in ZooKeeper as %s", self.info.broker_id, self.info.encode().decode())
 
     def start(self) -> None:
@@ -161,15 +142,6 @@ class BrokerRegistration:
                     if not (yield self._after_failure(exc)):
                         return
                     continue
-                if existing != self.info.encode() and self._is_previous_run(existing):
-                    try:
-                        yield self._delete_previous_run(existing, lambda: self._zk.delete(path))
-                    except NoNodeError:
-                        pass
-                    except Exception as exc:
-                        if not (yield self._after_failure(exc)):
-                            return
-                    continue
                 if existing != self.info.encode():
                     if self._clock.seconds() > deadline and not reported:
                         reported = True  # once: the retries go on quietly
@@ -183,25 +155,9 @@ class BrokerRegistration:
                 continue
             self.registered = True
         self.registrations += 1
-        _write_record(self._record, self.info.creator_id)
         log.info("registered broker %d in ZooKeeper again", self.info.broker_id)
         for topic in sorted(self._topics):
             self._register_topic(topic)
-
-    def _is_previous_run(self, existing: bytes) -> bool:
-        """Whether a registration of our broker id is this log directory's previous run's."""
-        try:
-            creator = paths.BrokerInfo.decode(self.info.broker_id, existing).creator_id
-        except ValueError:
-            return False
-        return creator == self._previous_run and creator != self.info.creator_id
-
-    def _delete_previous_run(self, existing: bytes, delete: Callable[[], object]):
-        log.warning("broker %d: deleting the registration of this broker's previous run (%s), whose ZooKeeper "
-                    "session has not timed out yet: that run is gone", self.info.broker_id,
-                    existing.decode(errors="replace"))
-        self._previous_run = None  # once: a registration that comes back is someone else's
-        return delete()
 
     @inlineCallbacks
     def _after_failure(self, exc: Exception):
@@ -219,24 +175,3 @@ class BrokerRegistration:
 
 def _sleep(clock, seconds: float) -> Deferred:
     return deferLater(clock, seconds, lambda: None)
-
-
-def _read_record(path: str | None) -> str | None:
-    try:
-        with open(path, encoding="utf-8") as file:
-            return file.read().strip() or None
-    except (TypeError, OSError):  # no log dir given, no record yet
-        return None
-
-
-def _write_record(path: str | None, creator_id: str) -> None:
-    """Record this run's creatorId (a new file renamed over the old: never half written). Not
-    fsynced: a record lost in a crash only means the next run waits for the session timeout."""
-    if path is None:
-        return
-    try:
-        with open(path + ".tmp", "w", encoding="utf-8") as file:
-            file.write(creator_id + "\n")
-        os.replace(path + ".tmp", path)
-    except OSError as exc:
-        log.warning("cannot record the broker's registration in %s: %s", path, exc)

@@ -112,14 +112,21 @@ def next_state(state: PartitionState | None, replicas: Sequence[int], *, live: C
                leaving: Collection[int] = (), restarted: Collection[int] = (),
                failed: Collection[int] = ()) -> PartitionState | None:
     """Everything the controller changes in one partition: its first state, or an election
-    (elect_leader) and then the ISR without the followers that are gone (not in ``live``),
-    ``leaving``, ``restarted`` or ``failed``. None when nothing changes."""
+    (elect_leader) and then the ISR without the followers that are ``leaving``, ``restarted``
+    or ``failed``, and, after an election, gone (not in ``live``). None when nothing changes."""
     live = set(live) - set(failed)
     if state is None:
         return initial_state(replicas, live, controller_epoch=controller_epoch)
-    new = elect_leader(state, replicas, live=live, leader_counts=leader_counts, controller_epoch=controller_epoch,
-                       unclean=unclean, leaving=leaving, restarted=restarted, failed=failed) or state
-    for follower in [b for b in new.isr if b not in live or b in leaving or b in restarted]:
+    elected = elect_leader(state, replicas, live=live, leader_counts=leader_counts, controller_epoch=controller_epoch,
+                           unclean=unclean, leaving=leaving, restarted=restarted, failed=failed)
+    new = elected or state
+    # A follower that is merely gone stays in the ISR of a leader that stays: the leader takes
+    # it out itself at once (it watches the registrations too). The controller cannot tell a
+    # leader whose run died and restarted, its registration alive until its session times
+    # out: shrinking that ISR to it would make a replica that lost its unflushed tail the only
+    # member, and electable (the simulation's seed 572942149). Kafka's controller does shrink
+    # here; its leaders do not watch the registrations.
+    for follower in [b for b in new.isr if (b not in live and elected is not None) or b in leaving or b in restarted]:
         new = remove_from_isr(new, follower, controller_epoch=controller_epoch) or new
     return None if new == state else new
 
