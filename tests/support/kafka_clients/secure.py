@@ -63,7 +63,10 @@ class SecureBroker:
         return self.process.log_tail(max_bytes)
 
 
-def start_secure(directory: Path, zk_connect: str, *, extra: dict[str, str] | None = None) -> SecureBroker:
+def start_secure(directory: Path, zk_connect: str, *, extra: dict[str, str] | None = None,
+                 extra_args: list[str] | None = None) -> SecureBroker:
+    """The broker, its certificates and users; ``extra``: more properties, ``extra_args``: more
+    ``twistd broker`` options (a debug port, the console)."""
     ca = trustme.CA()
     server = ca.issue_cert("127.0.0.1", "localhost")
     client = ca.issue_cert("carol.example", common_name="carol", organization_unit_name="eng",
@@ -86,7 +89,7 @@ def start_secure(directory: Path, zk_connect: str, *, extra: dict[str, str] | No
         "listeners": ",".join(f"{name}://127.0.0.1:{port}" for name, port in ports.items()),
         "ssl.keystore.type": "PEM", "ssl.keystore.certificate.chain": str(files["server.pem"]),
         "ssl.keystore.key": str(files["server.key"]), "ssl.truststore.certificates": str(files["ca.pem"]),
-        "ssl.client.auth": "required", **(extra or {})}).start()
+        "ssl.client.auth": "required", **(extra or {})}, extra_args=extra_args).start()
     if wait_for_listener(broker, ports["PLAINTEXT"]) is None:
         broker.kill()
         pytest.fail(f"the PLAINTEXT listener did not open within {LISTEN_TIMEOUT_S:.0f} s\n{broker.log_tail()}")
