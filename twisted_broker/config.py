@@ -29,8 +29,7 @@ __all__ = ["BrokerConfig", "ConfigError", "ConsumerConfig", "ProducerConfig", "Z
 
 log = logging.getLogger(__name__)
 _INT = re.compile(r"[+-]?[0-9]+")  # Integer.parseInt: no spaces, underscores or 0x
-# authorizer.class.name values that turn this broker's ACL authorizer on: Kafka's, and its
-# name before 2.4.
+# authorizer.class.name values that turn this broker's ACL authorizer on: Kafka's, its 2.4 name.
 ACL_AUTHORIZER_NAMES = ("kafka.security.authorizer.AclAuthorizer", "kafka.security.auth.SimpleAclAuthorizer")
 
 
@@ -262,8 +261,7 @@ class BrokerConfig(ZKConfig):
     kafka_max_batch_bytes: int = _at_least(1, 1048588 + 65536)
     # A modern Metadata request for an unknown topic creates it (Kafka's key and default).
     auto_create_topics_enable: bool = True
-    # Authentication (docs/security.md), Kafka's names. ``listeners`` replaces kafka.port when
-    # set. sasl.enabled.mechanisms: Kafka's default is GSSAPI, which this broker lacks.
+    # Authentication (docs/security.md), Kafka's names; ``listeners`` replaces kafka.port.
     listeners: tuple[str, ...] = ()
     listener_security_protocol_map: tuple[str, ...] = ()
     sasl_enabled_mechanisms: tuple[str, ...] = MECHANISMS
@@ -273,6 +271,8 @@ class BrokerConfig(ZKConfig):
     ssl_keystore_key: str | None = None
     ssl_truststore_certificates: str | None = None
     connection_failed_authentication_delay_ms: int = _at_least(0, 100)
+    # SSL: the 0.7 port (replication's) is TLS; followers show ssl.keystore.* (docs/security.md)
+    security_inter_broker_protocol: Literal["PLAINTEXT", "SSL"] = "PLAINTEXT"
     # Authorization (docs/security.md), Kafka's keys: authorizer.class.name empty is off.
     authorizer_class_name: str = ""
     super_users: str = ""  # User:a;User:b
@@ -289,15 +289,17 @@ class BrokerConfig(ZKConfig):
         # 0.7 would only fail once its ZooKeeper client started with no address.
         if self.enable_zookeeper and not self.zk_connect:
             raise ConfigError("zk.connect is required when enable.zookeeper=true")
-        unknown = sorted(set(self.sasl_enabled_mechanisms) - set(MECHANISMS))
-        if unknown:
+        if unknown := sorted(set(self.sasl_enabled_mechanisms) - set(MECHANISMS)):
             raise ConfigError(f"sasl.enabled.mechanisms: {', '.join(unknown)} not served (only {', '.join(MECHANISMS)})")
         specs = self.modern_listeners()
         if any(spec.uses_tls for spec in specs) and not (self.ssl_keystore_certificate_chain and self.ssl_keystore_key):
             raise ConfigError("a TLS listener needs ssl.keystore.certificate.chain and ssl.keystore.key")
+        if self.security_inter_broker_protocol == "SSL" and not (
+                self.ssl_keystore_certificate_chain and self.ssl_keystore_key and self.ssl_truststore_certificates):
+            raise ConfigError("security.inter.broker.protocol=SSL needs ssl.keystore.* and ssl.truststore.certificates")
         if self.ssl_client_auth != "none" and not self.ssl_truststore_certificates:
             raise ConfigError(f"ssl.client.auth={self.ssl_client_auth} needs ssl.truststore.certificates")
-        if self.authorizer_class_name and self.authorizer_class_name not in ACL_AUTHORIZER_NAMES:
+        if self.authorizer_class_name not in ("", *ACL_AUTHORIZER_NAMES):
             raise ConfigError(f"authorizer.class.name={self.authorizer_class_name}: must be empty or "
                               f"{ACL_AUTHORIZER_NAMES[0]}")
         if self.authorizer_class_name and not self.enable_zookeeper:

@@ -26,6 +26,8 @@ from twisted_broker.handlers.kafka07.broker import Broker
 from twisted_broker.handlers.kafka07.replication_requests import ReplicationRequests
 from twisted_broker.network.debug_lines import DebugFactory
 from twisted_broker.network.kafka07 import KafkaServerFactory
+from twisted_broker.network.kafka07_client import connect_client
+from twisted_broker.network.listener_endpoints import client_tls_for, listener_endpoint
 from twisted_broker.registry.acl_watch import AclCache
 from twisted_broker.registry.broker_registration import BrokerRegistration
 from twisted_broker.registry.zookeeper import ZooKeeper
@@ -36,6 +38,7 @@ from twisted_broker.replication.replica_manager import ReplicaManager
 from twisted_broker.replication.service import ReplicationService
 from twisted_broker.security.acl import parse_super_users
 from twisted_broker.security.authorizer import AclAuthorizer
+from twisted_broker.security.listeners import SSL, ListenerSpec
 from twisted_broker.server.services import BrokerService, Listener, StopInOrder
 from twisted_broker.server.stats import BrokerStats, RequestStats, broker_snapshot, replication_snapshot
 from twisted_broker.storage.log import LogPolicy
@@ -105,8 +108,13 @@ class Options(usage.Options):
             raise usage.UsageError("zk.connect is required unless enable.zookeeper=false (--no-zk)")
         if self["kafka-endpoint"] and self.config.listeners:
             raise usage.UsageError("--kafka-endpoint and listeners= do not go together")
+        if self["listen"] and self.config.security_inter_broker_protocol == SSL:
+            raise usage.UsageError("--listen and security.inter.broker.protocol=SSL do not go together")
         try:  # the PEM material is read now, so that a bad one is an error, not a traceback
             [tls_options(self.config, spec) for spec in self.config.modern_listeners() if spec.uses_tls]
+            if self.config.security_inter_broker_protocol == SSL:
+                tls_options(self.config, kafka07_spec(self.config))
+                follower_connect(self.config)
         except (ValueError, TypeError, OSError, OpenSSLError) as exc:
             raise usage.UsageError(f"TLS listener: {exc}") from None
 
@@ -278,6 +286,7 @@ def replication_service(config: BrokerConfig, zk: ZooKeeper, registry: RegistryP
                              count_flushed=config.log_visibility == "flushed")
     # A follower must be able to fetch the largest message whole, whatever its fetch size.
     fetchers = Fetchers(manager, reactor=reactor, fetch_wait_max_ms=config.replica_fetch_wait_max_ms,
+                        connect=follower_connect(config),
                         fetch_max_bytes=max(config.replica_fetch_max_bytes, config.max_message_size + 1024))
     service = ReplicationService(
         cluster=cluster, manager=manager, fetchers=fetchers, zk=zk, reactor=reactor,
@@ -304,10 +313,29 @@ def kafka07_listener(config: BrokerConfig, options: Options, broker: Broker, rea
                                  send_buffer_bytes=config.socket_send_buffer,
                                  receive_buffer_bytes=config.socket_receive_buffer, clock=reactor,
                                  fetch_wait_max_ms=config.fetch_wait_max_ms)
+    if config.security_inter_broker_protocol == SSL:  # the brokers' port is TLS (docs/security.md)
+        spec = kafka07_spec(config)
+        endpoint = listener_endpoint(reactor, spec, backlog=LISTEN_BACKLOG, tls=tls_options(config, spec))
+        return Listener("wire protocol", endpoint, factory, abspath(options["port-file"]))
     # Bound to 127.0.0.1 unless the configuration names a host, as every port of ours.
     listen = options["listen"] or (
         f"tcp:{config.port}:interface={config.hostname or '127.0.0.1'}:backlog={LISTEN_BACKLOG}")
     return Listener("wire protocol", serverFromString(reactor, listen), factory, abspath(options["port-file"]))
+
+
+def kafka07_spec(config: BrokerConfig) -> ListenerSpec:
+    """The 0.7 port as a TLS listener (security.inter.broker.protocol=SSL): ssl.client.auth applies."""
+    return ListenerSpec("KAFKA07", SSL, config.hostname or "127.0.0.1", config.port)
+
+
+def follower_connect(config: BrokerConfig):
+    """How followers reach their leaders' 0.7 ports: plain TCP, or with
+    security.inter.broker.protocol=SSL over TLS, showing this broker's own certificate."""
+    if config.security_inter_broker_protocol != SSL:
+        return connect_client
+    tls_for = client_tls_for(certificate_chain=config.ssl_keystore_certificate_chain, key=config.ssl_keystore_key,
+                             truststore=config.ssl_truststore_certificates)
+    return lambda reactor, host, port, **options: connect_client(reactor, host, port, tls=tls_for(host), **options)
 
 
 def debug_listener(config: BrokerConfig, options: Options, logs: LogManager, stats: BrokerStats, zk, figures,

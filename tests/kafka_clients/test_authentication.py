@@ -136,9 +136,10 @@ ROUND_TRIPS = {"kafka-python": kafka_python_round_trip, "aiokafka": aiokafka_rou
                "confluent-kafka": confluent_round_trip, "kcat": kcat_round_trip, "kafkajs": kafkajs_round_trip}
 
 
-# Not run: kcat with SCRAM. Debian's kcat (an older librdkafka than confluent-kafka's, which
-# passes) sends client-final with its client nonce twice (r=<c-nonce><c-nonce><s-nonce>), which
-# the broker refuses as a wrong nonce; unresolved, listed as not done in docs/security.md.
+# Not run: kcat with SCRAM. Debian's kcat links librdkafka 2.0.2, which (v0.0.99 to 2.6.0) sends
+# client-final with its client nonce twice (r=<c-nonce><c-nonce><s-nonce>), against RFC 5802
+# §5.1; fixed in librdkafka 2.6.1 (confluentinc/librdkafka#4895). The broker refuses it as a wrong
+# nonce, as Kafka 4 does: docs/security.md, "Known gaps", gives the evidence.
 CASES = [(client, login) for client in sorted(ROUND_TRIPS) for login in GOOD
          if not (client == "kcat" and (login.mechanism or "").startswith("SCRAM"))]
 

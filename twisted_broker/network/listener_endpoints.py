@@ -1,5 +1,7 @@
-"""The endpoints of the listeners of today's clients: TCP or TLS (from Kafka's PEM settings,
-docs/security.md, "Configuration keys"), and ``BoundEndpoint``, which remembers the port bound.
+"""The endpoints of the listeners of today's clients and of the 0.7 port: TCP or TLS (from
+Kafka's PEM settings, docs/security.md, "Configuration keys"); ``BoundEndpoint``, which
+remembers the port bound; and the TLS a follower connects to its leader's 0.7 port with
+(``security.inter.broker.protocol=SSL``, docs/security.md, "Brokers' own identity").
 
 Each PEM setting is inline PEM or a file's path. Inline PEM in a .properties file is usually
 written with ``\\`` line continuations, which join its lines (Kafka's PEM reader allows that
@@ -16,7 +18,9 @@ from cryptography.hazmat.primitives.serialization import load_pem_private_key
 from OpenSSL import crypto
 from twisted.internet.endpoints import SSL4ServerEndpoint, TCP4ServerEndpoint
 from twisted.internet.interfaces import IStreamServerEndpoint
-from twisted.internet.ssl import CertificateOptions
+from twisted.internet.ssl import (
+    Certificate, CertificateOptions, PrivateCertificate, optionsForClientTLS, trustRootFromCertificates,
+)
 from zope.interface import implementer
 
 from twisted_broker.security.listeners import SSL, ListenerSpec
@@ -54,6 +58,20 @@ def server_tls_options(spec: ListenerSpec, *, certificate_chain: str, key: str, 
         certificate=crypto.X509.from_cryptography(chain[0]),
         extraCertChain=[crypto.X509.from_cryptography(c) for c in chain[1:]],
         verify=verify, caCerts=ca_certs, requireCertificate=client_auth == "required")
+
+
+def client_tls_for(*, certificate_chain: str, key: str, truststore: str):
+    """``host -> client TLS options``: the leader's certificate must be signed by a CA of the
+    truststore and name ``host`` (the address it registered, Kafka's
+    ``ssl.endpoint.identification.algorithm=https``); the broker shows its own certificate
+    (``ssl.keystore.*``) as the client's. Raises ValueError/OSError for unreadable PEM."""
+    chain = pem_blocks(certificate_chain)
+    client = PrivateCertificate.loadPEM(chain[0] + b"".join(pem_blocks(key)))
+    trust = trustRootFromCertificates([Certificate.loadPEM(block) for block in pem_blocks(truststore)])
+    extra = {"extraCertChain": [crypto.X509.from_cryptography(x509.load_pem_x509_certificate(block))
+                                for block in chain[1:]]}
+    return lambda host: optionsForClientTLS(host, trustRoot=trust, clientCertificate=client,
+                                            extraCertificateOptions=extra)
 
 
 def listener_endpoint(reactor, spec: ListenerSpec, *, backlog: int, tls: CertificateOptions | None):

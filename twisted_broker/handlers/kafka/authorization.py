@@ -28,6 +28,11 @@ from twisted_broker.security.authorizer import AclAuthorizer
 
 
 _Handler = Callable[[Request], object]  # handlers/kafka/table.py's Handler
+
+
+def _unchecked(request: Request, handler: _Handler):
+    return handler(request)
+
 TOPIC, GROUP, CLUSTER = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER
 TOPIC_REFUSED = kafka_errors.TOPIC_AUTHORIZATION_FAILED
 GROUP_REFUSED = kafka_errors.GROUP_AUTHORIZATION_FAILED
@@ -118,8 +123,12 @@ class Authorization:
             self.may(request, Operation.CREATE, TOPIC, name)
 
     def wrap(self, handlers: dict[int, _Handler]) -> dict[int, _Handler]:
-        """The table with each api key's check before its handler (ApiVersions unchecked)."""
+        """The table with each api key's check before its handler. ApiVersions and the SASL
+        APIs are checked by nothing, as in Kafka: they come before anyone is known (and in the
+        table they only answer ILLEGAL_SASL_STATE, handlers/kafka/sasl.py)."""
         checks = {
+            api_keys.SASL_HANDSHAKE: _unchecked,
+            api_keys.SASL_AUTHENTICATE: _unchecked,
             api_keys.PRODUCE: self._produce,
             api_keys.INIT_PRODUCER_ID: self._cluster_check(Operation.IDEMPOTENT_WRITE, lambda request: {
                 "throttle_time_ms": 0, "error_code": CLUSTER_REFUSED, "producer_id": -1, "producer_epoch": -1}),

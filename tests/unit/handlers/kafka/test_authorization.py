@@ -85,3 +85,12 @@ def test_init_producer_id_needs_idempotent_write_on_the_cluster():
 def test_an_api_without_a_check_is_refused_at_start():
     with pytest.raises(ValueError):
         authorization().wrap({999: lambda req: None})
+
+
+def test_the_sasl_apis_need_no_right_so_a_sasl_listener_starts_with_the_authorizer():
+    # A table with the SASL APIs (a broker with a SASL listener) was refused at start.
+    sasl = {api_keys.SASL_HANDSHAKE: lambda req: {"error_code": 34},
+            api_keys.SASL_AUTHENTICATE: lambda req: {"error_code": 34}}
+    table = authorization().wrap(sasl)
+    assert table[api_keys.SASL_HANDSHAKE](request(api_keys.SASL_HANDSHAKE, {"mechanism": "PLAIN"}))["error_code"] == 34
+    assert table[api_keys.SASL_AUTHENTICATE](request(api_keys.SASL_AUTHENTICATE, {}))["error_code"] == 34
