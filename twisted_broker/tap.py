@@ -26,6 +26,7 @@ from twisted_broker.handlers.kafka07.broker import Broker
 from twisted_broker.handlers.kafka07.replication_requests import ReplicationRequests
 from twisted_broker.network.debug_lines import DebugFactory
 from twisted_broker.network.kafka07 import KafkaServerFactory
+from twisted_broker.network.listener_endpoints import server_endpoint
 from twisted_broker.registry.acl_watch import AclCache
 from twisted_broker.registry.broker_registration import BrokerRegistration
 from twisted_broker.registry.zookeeper import ZooKeeper
@@ -36,6 +37,7 @@ from twisted_broker.replication.replica_manager import ReplicaManager
 from twisted_broker.replication.service import ReplicationService
 from twisted_broker.security.acl import parse_super_users
 from twisted_broker.security.authorizer import AclAuthorizer
+from twisted_broker.security.endpoint_exposure import binds_beyond_loopback, requires_client_certificates
 from twisted_broker.server.services import BrokerService, Listener, StopInOrder
 from twisted_broker.server.stats import BrokerStats, RequestStats, broker_snapshot, replication_snapshot
 from twisted_broker.storage.log import LogPolicy
@@ -62,6 +64,8 @@ class Options(usage.Options):
                                 "(make run's); 'none' turns it off"],
         ["debug-port-file", None, None, "write the debug port's bound port to this file (for tests)"],
         ["debug-idle-timeout", None, "300", "seconds after which an idle debug session is closed"],
+        ["debug-password-file", None, None, "the debug port's password (the file's first line): every "
+                                            "session must send 'auth PASSWORD' first"],
         ["port-file", None, None, "write the bound port to this file once started (for tests)"],
         ["kafka-endpoint", None, None, "Twisted endpoint of the Kafka protocol of today's clients, e.g. "
                                        "ssl:9094:privateKey=k.pem (default tcp:<kafka.port>:interface=<hostname "
@@ -87,6 +91,7 @@ class Options(usage.Options):
             raise usage.UsageError("--debug-idle-timeout: a number of seconds") from None
         if not self["debug-idle-timeout"] > 0:
             raise usage.UsageError("--debug-idle-timeout: must be more than 0 seconds")
+        self.debug_password = debug_password(self["debug"], self["debug-password-file"])
         # The config warns about unknown keys. Those warnings belong in twistd's log, which
         # keeps events until it opens, not on a stderr that a daemon closes; if the config is
         # refused the log never opens, so they go with the error (brokerId=0 -> brokerid).
@@ -108,6 +113,28 @@ class Options(usage.Options):
             [tls_options(self.config, spec) for spec in self.config.modern_listeners() if spec.uses_tls]
         except (ValueError, TypeError, OSError, OpenSSLError) as exc:
             raise usage.UsageError(f"TLS listener: {exc}") from None
+
+
+def debug_password(endpoint: str, password_file: str | None) -> bytes | None:
+    """The debug port's password, read from ``password_file``; refuses (UsageError) a debug
+    port reachable beyond loopback that requires neither a password nor client certificates
+    (docs/security.md, "The debug port"): ``tail`` and ``dump`` show message contents."""
+    password = None
+    if password_file:
+        try:
+            with open(password_file, "rb") as file:
+                password = file.readline().strip()
+        except OSError as exc:
+            raise usage.UsageError(f"--debug-password-file: {exc}") from None
+        if not password:
+            raise usage.UsageError(f"--debug-password-file: {password_file} holds no password (its first line)")
+    if (endpoint != "none" and password is None and binds_beyond_loopback(endpoint)
+            and not requires_client_certificates(endpoint)):
+        raise usage.UsageError(
+            f"--debug {endpoint}: the debug port would be reachable beyond loopback, and its tail and dump "
+            "commands show message contents; bind it to 127.0.0.1 (interface=127.0.0.1), or require a "
+            "password (--debug-password-file FILE) or client certificates (an ssl: endpoint with caCertsDir=)")
+    return password
 
 
 def policy_for(config: BrokerConfig):
@@ -309,8 +336,9 @@ def debug_listener(config: BrokerConfig, options: Options, logs: LogManager, sta
                    kafka: KafkaListener | None, reactor) -> Listener:
     commands = DebugCommands(logs, stats, clock=reactor, broker_id=config.brokerid, zk=zk, replication=figures,
                              kafka_requests=kafka and kafka.requests)
-    return Listener("debug port", serverFromString(reactor, options["debug"]),
-                    DebugFactory(commands, clock=reactor, idle_timeout_s=options["debug-idle-timeout"]),
+    return Listener("debug port", server_endpoint(reactor, options["debug"]),
+                    DebugFactory(commands, clock=reactor, idle_timeout_s=options["debug-idle-timeout"],
+                                 password=options.debug_password),
                     abspath(options["debug-port-file"]))
 
 
