@@ -44,7 +44,7 @@ from twisted_broker.storage.log import LogPolicy
 from twisted_broker.kafka_listeners import LISTEN_BACKLOG, KafkaListener, abspath, kafka_listener, tls_options
 from twisted_broker.storage.log_manager import LogManager
 from twisted_broker.twisted_logging import forward_logging
-from webui.service import embedded_console
+from webui.service import LoginSettings, embedded_console
 
 DEFAULT_CONFIG = "etc/server.properties"
 
@@ -74,7 +74,9 @@ class Options(usage.Options):
     ]
     optFlags = [["no-zk", None, "run without ZooKeeper (enable.zookeeper=false)"],
                 ["allow-admin-actions", None, "enable the admin console's one write action (resetting a "
-                                              "stopped group's offsets)"]]
+                                              "stopped group's offsets)"],
+                ["webui-require-login", None, "the admin console asks for a login on loopback too (always "
+                                              "beyond it)"]]
 
     def overrides(self) -> dict[str, str]:
         """The properties the command line sets, keyed by their Kafka 0.7 names."""
@@ -246,7 +248,7 @@ def makeService(options: Options):  # BrokerService, in a StopInOrder with repli
             ListenerRegistration(zk, broker_id=config.brokerid, host=config.hostname or "127.0.0.1",
                                  port=kafka.port, endpoints=kafka.endpoints).setServiceParent(top)
     if options["webui"] != "none":
-        console(config, options, logs, stats, zk, figures, kafka, service, reactor).setServiceParent(top)
+        console(config, options, logs, stats, zk, figures, kafka, service, authorizer, reactor).setServiceParent(top)
     return top
 
 
@@ -343,8 +345,8 @@ def debug_listener(config: BrokerConfig, options: Options, logs: LogManager, sta
 
 
 def console(config: BrokerConfig, options: Options, logs: LogManager, stats: BrokerStats, zk, figures,
-            kafka: KafkaListener | None, service: BrokerService, reactor):
-    """The embedded admin console (``--webui``)."""
+            kafka: KafkaListener | None, service: BrokerService, authorizer: AclAuthorizer | None, reactor):
+    """The embedded admin console (``--webui``), following the broker's ACLs if it has them."""
     kafka_requests = kafka and kafka.requests
     return embedded_console(
         serverFromString(reactor, options["webui"]), reactor=reactor, broker_id=config.brokerid,
@@ -352,4 +354,5 @@ def console(config: BrokerConfig, options: Options, logs: LogManager, stats: Bro
         zk_connect=config.zk_connect, host=config.hostname or "127.0.0.1", port=lambda: service.port,
         topics=logs.topics,
         partitions_for=config.partitions_for, allow_admin_actions=bool(options["allow-admin-actions"]),
-        port_file=abspath(options["webui-port-file"]))
+        port_file=abspath(options["webui-port-file"]), authorizer=authorizer,
+        login=LoginSettings(require_login=bool(options["webui-require-login"])))
