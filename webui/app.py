@@ -218,7 +218,8 @@ class AdminSite:
         topics = cluster.topics()
         shown = sorted(set(state.topics) | {topic for entry in state.consumers.values()
                                             if entry.subscription is not None
-                                            for topic in _safe_topic_counts(entry.subscription, topics)})
+                                            for topic in _safe_topic_counts(entry.subscription, topics)
+                                            if self._access(request).may_describe_topic(topic)})
         latest = await self._model.group_latest(state, shown)
         members = await self._model.group_members(state)
         return views.group_page(state, topics=topics, topic_brokers=cluster.topic_brokers, latest=latest,
