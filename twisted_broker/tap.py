@@ -27,7 +27,7 @@ from twisted_broker.handlers.kafka07.replication_requests import ReplicationRequ
 from twisted_broker.network.debug_lines import DebugFactory
 from twisted_broker.network.kafka07 import KafkaServerFactory
 from twisted_broker.network.kafka07_client import connect_client
-from twisted_broker.network.listener_endpoints import client_tls_for, listener_endpoint
+from twisted_broker.network.listener_endpoints import client_tls_for, listener_endpoint, server_endpoint
 from twisted_broker.registry.acl_watch import AclCache
 from twisted_broker.registry.broker_registration import BrokerRegistration
 from twisted_broker.registry.zookeeper import ZooKeeper
@@ -39,6 +39,7 @@ from twisted_broker.replication.service import ReplicationService
 from twisted_broker.security.acl import parse_super_users
 from twisted_broker.security.authorizer import AclAuthorizer
 from twisted_broker.security.listeners import SSL, ListenerSpec
+from twisted_broker.security.endpoint_exposure import binds_beyond_loopback, requires_client_certificates
 from twisted_broker.server.services import BrokerService, Listener, StopInOrder
 from twisted_broker.server.stats import BrokerStats, RequestStats, broker_snapshot, replication_snapshot
 from twisted_broker.storage.log import LogPolicy
@@ -46,7 +47,7 @@ from twisted_broker.storage.log_dir_lock import LogDirLocked, lock_log_dir
 from twisted_broker.kafka_listeners import LISTEN_BACKLOG, KafkaListener, abspath, kafka_listener, tls_options
 from twisted_broker.storage.log_manager import LogManager
 from twisted_broker.twisted_logging import forward_logging
-from webui.service import embedded_console
+from webui.service import LoginSettings, embedded_console
 
 DEFAULT_CONFIG = "etc/server.properties"
 
@@ -66,6 +67,8 @@ class Options(usage.Options):
                                 "(make run's); 'none' turns it off"],
         ["debug-port-file", None, None, "write the debug port's bound port to this file (for tests)"],
         ["debug-idle-timeout", None, "300", "seconds after which an idle debug session is closed"],
+        ["debug-password-file", None, None, "the debug port's password (the file's first line): every "
+                                            "session must send 'auth PASSWORD' first"],
         ["port-file", None, None, "write the bound port to this file once started (for tests)"],
         ["kafka-endpoint", None, None, "Twisted endpoint of the Kafka protocol of today's clients, e.g. "
                                        "ssl:9094:privateKey=k.pem (default tcp:<kafka.port>:interface=<hostname "
@@ -74,7 +77,9 @@ class Options(usage.Options):
     ]
     optFlags = [["no-zk", None, "run without ZooKeeper (enable.zookeeper=false)"],
                 ["allow-admin-actions", None, "enable the admin console's one write action (resetting a "
-                                              "stopped group's offsets)"]]
+                                              "stopped group's offsets)"],
+                ["webui-require-login", None, "the admin console asks for a login on loopback too (always "
+                                              "beyond it)"]]
 
     def overrides(self) -> dict[str, str]:
         """The properties the command line sets, keyed by their Kafka 0.7 names."""
@@ -91,6 +96,7 @@ class Options(usage.Options):
             raise usage.UsageError("--debug-idle-timeout: a number of seconds") from None
         if not self["debug-idle-timeout"] > 0:
             raise usage.UsageError("--debug-idle-timeout: must be more than 0 seconds")
+        self.debug_password = debug_password(self["debug"], self["debug-password-file"])
         # The config warns about unknown keys. Those warnings belong in twistd's log, which
         # keeps events until it opens, not on a stderr that a daemon closes; if the config is
         # refused the log never opens, so they go with the error (brokerId=0 -> brokerid).
@@ -117,6 +123,28 @@ class Options(usage.Options):
                 follower_connect(self.config)
         except (ValueError, TypeError, OSError, OpenSSLError) as exc:
             raise usage.UsageError(f"TLS listener: {exc}") from None
+
+
+def debug_password(endpoint: str, password_file: str | None) -> bytes | None:
+    """The debug port's password, read from ``password_file``; refuses (UsageError) a debug
+    port reachable beyond loopback that requires neither a password nor client certificates
+    (docs/security.md, "The debug port"): ``tail`` and ``dump`` show message contents."""
+    password = None
+    if password_file:
+        try:
+            with open(password_file, "rb") as file:
+                password = file.readline().strip()
+        except OSError as exc:
+            raise usage.UsageError(f"--debug-password-file: {exc}") from None
+        if not password:
+            raise usage.UsageError(f"--debug-password-file: {password_file} holds no password (its first line)")
+    if (endpoint != "none" and password is None and binds_beyond_loopback(endpoint)
+            and not requires_client_certificates(endpoint)):
+        raise usage.UsageError(
+            f"--debug {endpoint}: the debug port would be reachable beyond loopback, and its tail and dump "
+            "commands show message contents; bind it to 127.0.0.1 (interface=127.0.0.1), or require a "
+            "password (--debug-password-file FILE) or client certificates (an ssl: endpoint with caCertsDir=)")
+    return password
 
 
 def policy_for(config: BrokerConfig):
@@ -232,7 +260,7 @@ def makeService(options: Options):  # BrokerService, in a StopInOrder with repli
             ListenerRegistration(zk, broker_id=config.brokerid, host=config.hostname or "127.0.0.1",
                                  port=kafka.port, endpoints=kafka.endpoints).setServiceParent(top)
     if options["webui"] != "none":
-        console(config, options, logs, stats, zk, figures, kafka, service, reactor).setServiceParent(top)
+        console(config, options, logs, stats, zk, figures, kafka, service, authorizer, reactor).setServiceParent(top)
     return top
 
 
@@ -342,14 +370,15 @@ def debug_listener(config: BrokerConfig, options: Options, logs: LogManager, sta
                    kafka: KafkaListener | None, reactor) -> Listener:
     commands = DebugCommands(logs, stats, clock=reactor, broker_id=config.brokerid, zk=zk, replication=figures,
                              kafka_requests=kafka and kafka.requests)
-    return Listener("debug port", serverFromString(reactor, options["debug"]),
-                    DebugFactory(commands, clock=reactor, idle_timeout_s=options["debug-idle-timeout"]),
+    return Listener("debug port", server_endpoint(reactor, options["debug"]),
+                    DebugFactory(commands, clock=reactor, idle_timeout_s=options["debug-idle-timeout"],
+                                 password=options.debug_password),
                     abspath(options["debug-port-file"]))
 
 
 def console(config: BrokerConfig, options: Options, logs: LogManager, stats: BrokerStats, zk, figures,
-            kafka: KafkaListener | None, service: BrokerService, reactor):
-    """The embedded admin console (``--webui``)."""
+            kafka: KafkaListener | None, service: BrokerService, authorizer: AclAuthorizer | None, reactor):
+    """The embedded admin console (``--webui``), following the broker's ACLs if it has them."""
     kafka_requests = kafka and kafka.requests
     return embedded_console(
         serverFromString(reactor, options["webui"]), reactor=reactor, broker_id=config.brokerid,
@@ -357,4 +386,5 @@ def console(config: BrokerConfig, options: Options, logs: LogManager, stats: Bro
         zk_connect=config.zk_connect, host=config.hostname or "127.0.0.1", port=lambda: service.port,
         topics=logs.topics,
         partitions_for=config.partitions_for, allow_admin_actions=bool(options["allow-admin-actions"]),
-        port_file=abspath(options["webui-port-file"]))
+        port_file=abspath(options["webui-port-file"]), authorizer=authorizer,
+        login=LoginSettings(require_login=bool(options["webui-require-login"])))

@@ -43,6 +43,7 @@ from werkzeug.exceptions import HTTPException
 
 from twisted_broker.registry import paths
 from webui import views
+from webui.access import EVERYTHING, VisibleCluster, visible_replication, visible_snapshot
 from webui.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from webui.metrics import ConsoleMetrics
 from webui.model import ActionRefused, ConsoleModel
@@ -92,7 +93,8 @@ class AdminSite:
 
     def __init__(self, model: ConsoleModel, *, clock, metrics: ConsoleMetrics | None = None,
                  allow_admin_actions: bool = False, csrf: CsrfTokens | None = None,
-                 refresh_s: float = 5.0) -> None:
+                 refresh_s: float = 5.0, access=lambda request: EVERYTHING) -> None:
+        """``access(request)``: the ConsoleAccess of the request's user (webui/access.py)."""
         self._model = model
         self._clock = clock
         self._metrics = metrics or ConsoleMetrics(model)
@@ -100,6 +102,7 @@ class AdminSite:
         self._csrf = csrf or CsrfTokens()
         self._refresh_s = refresh_s
         self._templates = template_environment()
+        self._access = access
 
     # -- overview ----------------------------------------------------------------------------
 
@@ -114,7 +117,7 @@ class AdminSite:
             return self._json(request, self._overview(request))
 
     def _overview(self, request) -> dict[str, Any]:
-        return views.overview_page(self._model.cluster, self._model.history,
+        return views.overview_page(self._cluster(request), self._model.history,
                                    topic_page=_int_arg(request, "page", 1), topic_query=_arg(request, "q", ""))
 
     # -- topics ------------------------------------------------------------------------------
@@ -122,27 +125,29 @@ class AdminSite:
     @app.route("/topics/<topic>", methods=["GET"])
     async def topic(self, request, topic: str):
         with self._timed("topic"):
-            data = await self._topic(topic)
+            data = await self._topic(request, topic)
             template = "replicated_topic.html" if data["replicated"] else "topic.html"
             return self._html(request, template, f"Topic {topic}", data)
 
     @app.route("/api/topics/<topic>", methods=["GET"])
     async def api_topic(self, request, topic: str):
         with self._timed("api_topic"):
-            return self._json(request, await self._topic(topic))
+            return self._json(request, await self._topic(request, topic))
 
-    async def _topic(self, topic: str) -> dict[str, Any]:
+    async def _topic(self, request, topic: str) -> dict[str, Any]:
+        self._check(self._access(request).may_describe_topic(topic), f"you may not describe topic {topic}")
+        groups = self._visible_groups(request, self._model.groups_of_topic(topic))
         replicated = self._model.cluster.replicated_topic(topic)
         if replicated is not None:
             return views.replicated_topic_page(replicated, brokers=self._model.cluster.brokers(),
                                                figures=await self._model.replicated_figures(replicated),
-                                               groups=self._model.groups_of_topic(topic))
+                                               groups=groups)
         counts = self._model.cluster.topic_brokers(topic)
         if not counts:
             raise HttpError(404, f"no broker has registered topic {topic}")
         figures = await self._model.topic_figures(topic)
         return views.topic_page(topic, counts=counts, brokers=self._model.cluster.brokers(), figures=figures,
-                                groups=self._model.groups_of_topic(topic))
+                                groups=groups)
 
     @app.route("/topics/<topic>/<partition>/messages", methods=["GET"])
     async def messages(self, request, topic: str, partition: str):
@@ -156,6 +161,7 @@ class AdminSite:
             return self._json(request, await self._messages(request, topic, partition))
 
     async def _messages(self, request, topic: str, name: str) -> dict[str, Any]:
+        self._check(self._access(request).may_describe_topic(topic), f"you may not describe topic {topic}")
         try:
             broker_id, partition = paths.parse_partition_name(name)
         except ValueError:
@@ -187,30 +193,33 @@ class AdminSite:
             return self._json(request, self._groups(request))
 
     def _groups(self, request) -> dict[str, Any]:
-        return views.groups_page(self._model.cluster, self._model.history,
+        return views.groups_page(self._cluster(request), self._model.history,
                                  page=_int_arg(request, "page", 1), query=_arg(request, "q", ""))
 
     @app.route("/groups/<group>", methods=["GET"])
     async def group(self, request, group: str):
         with self._timed("group"):
-            data = await self._group(group)
-            data["admin"] = self._admin_form(request, data) if self._allow_admin_actions else None
+            data = await self._group(request, group)
+            data["admin"] = (self._admin_form(request, data) if self._allow_admin_actions
+                             and self._access(request).may_alter_group(group) else None)
             return self._html(request, "group.html", f"Group {group}", data)
 
     @app.route("/api/groups/<group>", methods=["GET"])
     async def api_group(self, request, group: str):
         with self._timed("api_group"):
-            return self._json(request, await self._group(group))
+            return self._json(request, await self._group(request, group))
 
-    async def _group(self, group: str) -> dict[str, Any]:
-        cluster = self._model.cluster
+    async def _group(self, request, group: str) -> dict[str, Any]:
+        self._check(self._access(request).may_describe_group(group), f"you may not describe group {group}")
+        cluster = self._cluster(request)
         state = cluster.group(group)
         if state is None:
             raise HttpError(404, f"there is no consumer group {group}")
         topics = cluster.topics()
         shown = sorted(set(state.topics) | {topic for entry in state.consumers.values()
                                             if entry.subscription is not None
-                                            for topic in _safe_topic_counts(entry.subscription, topics)})
+                                            for topic in _safe_topic_counts(entry.subscription, topics)
+                                            if self._access(request).may_describe_topic(topic)})
         latest = await self._model.group_latest(state, shown)
         members = await self._model.group_members(state)
         return views.group_page(state, topics=topics, topic_brokers=cluster.topic_brokers, latest=latest,
@@ -232,6 +241,11 @@ class AdminSite:
                 log.warning("refused a reset of group %r: %s", group, problem)
                 raise HttpError(403, f"refused: {problem}")
             topic = _arg(request, "topic", "")
+            access = self._access(request)
+            if not (access.may_alter_group(group) and access.may_describe_topic(topic)):
+                log.warning("refused a reset of group %r by %s: no Alter on the group or no Describe on topic %r",
+                            group, access.principal, topic)
+                raise HttpError(403, f"you may not reset the offsets of group {group} on topic {topic}")
             to = _arg(request, "to", "")
             if to == "time":
                 to = _arg(request, "time", "")
@@ -261,22 +275,23 @@ class AdminSite:
             return self._json(request, self._broker(request, broker_id))
 
     def _broker(self, request, broker_id: int) -> dict[str, Any]:
-        cluster = self._model.cluster
+        cluster, access = self._cluster(request), self._access(request)
         entry = cluster.brokers().get(broker_id)
         topics = cluster.broker_topics(broker_id)
         replicated = views.broker_replicated_topics(cluster, broker_id)
-        snapshot = self._model.broker_snapshot(broker_id)
+        snapshot = visible_snapshot(self._model.broker_snapshot(broker_id), access)
         if entry is None and not topics and not replicated and snapshot is None:
             raise HttpError(404, f"broker {broker_id} is not registered")
         data = views.broker_page(broker_id, entry, topics=topics, snapshot=snapshot,
                                  log_page=_int_arg(request, "page", 1),
-                                 replication=self._model.broker_replication(broker_id),
+                                 replication=visible_replication(self._model.broker_replication(broker_id), access),
                                  replicated=replicated, replicated_page=_int_arg(request, "replicas_page", 1))
         data["embedded_in"] = self._model.local_broker.broker_id if self._model.local_broker else None
         return data
 
     @app.route("/metrics", methods=["GET"])
     def metrics(self, request):
+        self._check(self._access(request).may_describe_cluster(), "the metrics need Describe on the Cluster")
         request.setHeader(b"Content-Type", METRICS_CONTENT_TYPE.encode())
         return self._metrics.render()
 
@@ -312,6 +327,20 @@ class AdminSite:
         return self._html(request, "error.html", f"Error {status}", {"status": status, "message": message},
                           refresh=False)
 
+    # -- who sees what (webui/access.py) ------------------------------------------------------------
+
+    def _cluster(self, request):
+        access = self._access(request)
+        return self._model.cluster if access.everything else VisibleCluster(self._model.cluster, access)
+
+    def _visible_groups(self, request, groups: list[str]) -> list[str]:
+        return [group for group in groups if self._access(request).may_describe_group(group)]
+
+    @staticmethod
+    def _check(allowed: bool, reason: str) -> None:
+        if not allowed:
+            raise HttpError(403, reason)
+
     # -- rendering ---------------------------------------------------------------------------------
 
     @contextmanager
@@ -323,7 +352,9 @@ class AdminSite:
         request.setHeader(b"Content-Type", b"text/html; charset=utf-8")
         body = self._templates.get_template(template).render(
             page=page, title=title, refresh_s=self._refresh_s if refresh else 0,
-            admin_actions=self._allow_admin_actions, now_ms=int(self._clock.seconds() * 1000))
+            admin_actions=self._allow_admin_actions, now_ms=int(self._clock.seconds() * 1000),
+            user=getattr(request, "console_user", None), csrf_field=CSRF_FIELD,
+            logout_token=self._csrf.token_for(request) if getattr(request, "console_user", None) else None)
         return body.encode("utf-8")
 
     def _json(self, request, data: Any) -> bytes:

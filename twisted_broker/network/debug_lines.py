@@ -26,10 +26,18 @@ Bounds that keep random input harmless: a line longer than ``MAX_LINE_BYTES`` is
 at a time, in order, and while one waits (ZooKeeper, a flush) the connection stops reading, so
 at most one read's worth of lines waits behind it; a session idle for ``idle_timeout_s`` is
 closed. A bug in a command is logged with its traceback and answered with an error line.
+
+With a password (``--debug-password-file``; docs/security.md, "The debug port"), a connection
+must send ``auth <password>`` before anything else, four-letter words included: until then no
+command runs, there are no one-shots, and the greeting names no broker. A wrong password
+mutes the connection (nothing more is read), logs one WARNING naming the peer and closes it
+after ``AUTH_FAILURE_DELAY_S``; the right one is answered with the greeting.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import logging
 from collections import deque
 from dataclasses import dataclass
@@ -49,6 +57,9 @@ DEFAULT_IDLE_TIMEOUT_S = 300.0
 # How long a new connection has to send a one-shot word before it is greeted: a piped nc
 # sends its line within a millisecond or two of connecting; a person cannot type one this fast.
 BANNER_DELAY_S = 0.2
+AUTH_FAILURE_DELAY_S = 0.5  # how long a wrong password's connection stays open, muted
+AUTH_BANNER = ["twisted_broker debug port: send 'auth PASSWORD' first"]
+AUTH_REQUIRED = "error: authentication required: send 'auth PASSWORD' first"
 
 
 @implementer(IHalfCloseableProtocol)
@@ -56,8 +67,12 @@ class DebugProtocol(LineOnlyReceiver, TimeoutMixin):
     delimiter = b"\n"
     MAX_LENGTH = MAX_LINE_BYTES
 
-    def __init__(self, commands, *, idle_timeout_s: float | None) -> None:
+    def __init__(self, commands, *, idle_timeout_s: float | None, password: bytes | None = None) -> None:
         self._commands = commands
+        # Compared as digests, so that the comparison's time says nothing of the length.
+        self._password_digest = None if password is None else hashlib.sha256(password).digest()
+        self._authenticated = password is None
+        self._refused_call = None  # a wrong password's delayed close
         self._idle_timeout_s = idle_timeout_s
         self._waiting: deque[bytes] = deque()
         self._busy = False  # a command's answer is outstanding
@@ -82,6 +97,8 @@ class DebugProtocol(LineOnlyReceiver, TimeoutMixin):
         self._waiting.clear()
         self.setTimeout(None)
         self._cancel_banner()
+        if self._refused_call is not None and self._refused_call.active():
+            self._refused_call.cancel()
 
     def readConnectionLost(self) -> None:
         """The peer shut its side for writing: answer what it sent, then close."""
@@ -101,10 +118,12 @@ class DebugProtocol(LineOnlyReceiver, TimeoutMixin):
         super().dataReceived(data)
 
     def lineReceived(self, line: bytes) -> None:
-        if self._closed or self._one_shot or not line.strip():
+        if self._closed or self._one_shot or self._refused_call is not None or not line.strip():
             return
         if self._banner_call is not None:  # the first line, and the greeting is not out yet
-            if self._is_word(line):
+            if not self._authenticated:
+                self._cancel_banner()  # the greeting comes with a right password
+            elif self._is_word(line):
                 self._cancel_banner()
                 self._one_shot = True
                 self._waiting.clear()
@@ -124,7 +143,7 @@ class DebugProtocol(LineOnlyReceiver, TimeoutMixin):
         """Write the greeting: its time has come, or the first line is no one-shot word."""
         self._cancel_banner()
         if not self._closed:
-            self._write(self._commands.banner())
+            self._write(self._commands.banner() if self._authenticated else AUTH_BANNER)
 
     def _cancel_banner(self) -> None:
         call, self._banner_call = self._banner_call, None
@@ -140,7 +159,7 @@ class DebugProtocol(LineOnlyReceiver, TimeoutMixin):
     # -- one command at a time -----------------------------------------------------------------
 
     def _serve(self) -> None:
-        if self._serving:
+        if self._serving or self._refused_call is not None:
             return
         self._serving = True
         try:
@@ -164,10 +183,29 @@ class DebugProtocol(LineOnlyReceiver, TimeoutMixin):
         except UnicodeDecodeError:
             self._write(["error: the command is not UTF-8 text"])
             return
+        if not self._authenticated:
+            self._authenticate(text)
+            return
         self._busy = True
         answer = self._commands.execute(text)
         answer.addErrback(self._command_failed, text)
         answer.addCallback(self._answered)
+
+    def _authenticate(self, text: str) -> None:
+        command, _, given = text.strip().partition(" ")
+        if command != "auth":
+            self._write([AUTH_REQUIRED])
+            return
+        if hmac.compare_digest(hashlib.sha256(given.strip().encode("utf-8")).digest(), self._password_digest):
+            self._authenticated = True
+            self._write(self._commands.banner())
+            return
+        log.warning("debug port: wrong password from %s; closing the connection", self._peer())
+        self._waiting.clear()
+        self.setTimeout(None)
+        self.transport.pauseProducing()
+        self._refused_call = self.callLater(AUTH_FAILURE_DELAY_S, self._close_with,
+                                            ["error: authentication failed"])
 
     def _command_failed(self, failure: Failure, text: str) -> _Failed:
         log.error("debug command %r from %s failed", text, self._peer(),
@@ -209,6 +247,8 @@ class DebugProtocol(LineOnlyReceiver, TimeoutMixin):
         return f"{getattr(peer, 'host', peer)}:{getattr(peer, 'port', '')}"
 
     def _is_word(self, line: bytes) -> bool:
+        if not self._authenticated:
+            return False
         try:
             return self._commands.is_one_shot(line.decode("utf-8"))
         except UnicodeDecodeError:
@@ -225,18 +265,21 @@ class _Failed:
 
 class DebugFactory(Factory):
     """Builds debug sessions over one ``commands`` (handlers/debug/commands.py's
-    DebugCommands); ``clock`` drives the idle timeouts and the greeting's delay."""
+    DebugCommands); ``clock`` drives the idle timeouts, the greeting's delay and a wrong
+    password's delayed close."""
 
     noisy = False
 
-    def __init__(self, commands, *, clock, idle_timeout_s: float | None = DEFAULT_IDLE_TIMEOUT_S) -> None:
+    def __init__(self, commands, *, clock, idle_timeout_s: float | None = DEFAULT_IDLE_TIMEOUT_S,
+                 password: bytes | None = None) -> None:
         self.commands = commands
+        self.password = password  # required of every session before any command (None: none)
         self._clock = clock
         self.idle_timeout_s = idle_timeout_s
         self.connections: set[DebugProtocol] = set()
 
     def buildProtocol(self, addr) -> DebugProtocol:
-        protocol = DebugProtocol(self.commands, idle_timeout_s=self.idle_timeout_s)
+        protocol = DebugProtocol(self.commands, idle_timeout_s=self.idle_timeout_s, password=self.password)
         protocol.factory = self
         protocol.callLater = self._clock.callLater  # TimeoutMixin's hook: the reactor or a task.Clock
         return protocol

@@ -16,13 +16,14 @@ from pathlib import Path
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
 from OpenSSL import crypto
-from twisted.internet.endpoints import SSL4ServerEndpoint, TCP4ServerEndpoint
+from twisted.internet.endpoints import SSL4ServerEndpoint, TCP4ServerEndpoint, serverFromString
 from twisted.internet.interfaces import IStreamServerEndpoint
 from twisted.internet.ssl import (
     Certificate, CertificateOptions, PrivateCertificate, optionsForClientTLS, trustRootFromCertificates,
 )
 from zope.interface import implementer
 
+from twisted_broker.security.endpoint_exposure import parse_endpoint, requires_client_certificates
 from twisted_broker.security.listeners import SSL, ListenerSpec
 
 _BLOCK = re.compile(r"-----BEGIN ([A-Z0-9 ]+)-----(.*?)-----END \1-----", re.DOTALL)
@@ -80,6 +81,38 @@ def listener_endpoint(reactor, spec: ListenerSpec, *, backlog: int, tls: Certifi
     if tls is not None:
         return SSL4ServerEndpoint(reactor, spec.port, tls, backlog=backlog, interface=spec.host)
     return TCP4ServerEndpoint(reactor, spec.port, backlog=backlog, interface=spec.host)
+
+
+def server_endpoint(reactor, description: str):
+    """``serverFromString``, except that an ``ssl:`` endpoint with ``caCertsDir=`` requires
+    client certificates signed by the CA certificates (``*.pem``, ``*.crt``) in that
+    directory: Twisted's own ssl server parser knows no ``caCertsDir`` (only its clients do).
+    The other keys are Twisted's: ``privateKey``, ``certKey`` (default: privateKey),
+    ``interface``, ``backlog``. Raises ValueError or OSError for bad key material."""
+    if not requires_client_certificates(description):
+        return serverFromString(reactor, description)
+    endpoint = parse_endpoint(description)
+    options = endpoint.options
+    if not endpoint.args or "privateKey" not in options:
+        raise ValueError("an ssl: endpoint needs a port and privateKey=")
+    key_blocks = [b for b in pem_blocks(options["privateKey"]) if not b.startswith(b"-----BEGIN CERTIFICATE")]
+    certificates = [b for b in pem_blocks(options.get("certKey", options["privateKey"]))
+                    if b.startswith(b"-----BEGIN CERTIFICATE")]
+    if not key_blocks or not certificates:
+        raise ValueError("privateKey= (and certKey=, if apart) must hold the key and the certificate")
+    key = load_pem_private_key(key_blocks[0], password=None)
+    certificate = x509.load_pem_x509_certificate(certificates[0])
+    ca_dir = Path(options["caCertsDir"])
+    ca_certs = [crypto.X509.from_cryptography(x509.load_pem_x509_certificate(block))
+                for path in sorted(ca_dir.iterdir()) if path.suffix in (".pem", ".crt")
+                for block in pem_blocks(str(path)) if b"CERTIFICATE" in block.split(b"\n", 1)[0]]
+    if not ca_certs:
+        raise ValueError(f"caCertsDir={ca_dir}: no CA certificate (*.pem, *.crt) in it")
+    tls = CertificateOptions(privateKey=crypto.PKey.from_cryptography_key(key),
+                             certificate=crypto.X509.from_cryptography(certificate),
+                             verify=True, caCerts=ca_certs, requireCertificate=True)
+    return SSL4ServerEndpoint(reactor, int(endpoint.args[0]), tls, backlog=int(options.get("backlog", 50)),
+                              interface=options.get("interface", ""))
 
 
 @implementer(IStreamServerEndpoint)

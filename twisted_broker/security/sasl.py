@@ -31,7 +31,7 @@ from scramp import ScramException, ScramMechanism
 
 from twisted_broker.security.scram import (
     MAX_ITERATIONS, MIN_ITERATIONS, SCRAM_SHA_256, SCRAM_SHA_512, ScramCredential, decoy_credential,
-    password_matches,
+    verify_password,
 )
 
 SASL_PLAIN = "PLAIN"
@@ -119,16 +119,7 @@ class SaslServer:
             return self._refused()
         if not user or (authzid and authzid != authcid):
             return self._refused()
-        # The user's SHA-256 credential, else its SHA-512 one; a decoy for nobody, so an
-        # unknown user costs the same derivation as a known one.
-        for mechanism in (SCRAM_SHA_256, SCRAM_SHA_512):
-            credential = self._credentials(mechanism, user)
-            if credential is not None:
-                break
-        else:
-            mechanism = SCRAM_SHA_256
-            credential = decoy_credential(mechanism, user, self._decoy_secret)
-        if not password_matches(mechanism, credential, password):
+        if not verify_password(self._credentials, user, password, self._decoy_secret):
             return self._refused()
         return self._authenticated(user, b"")
 

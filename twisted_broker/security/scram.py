@@ -98,6 +98,21 @@ def password_matches(mechanism: str, credential: ScramCredential, password: byte
     return hmac.compare_digest(stored_key, credential.stored_key)
 
 
+def verify_password(lookup, user: str, password: bytes, decoy_secret: bytes) -> bool:
+    """Whether ``password`` is ``user``'s, as a PLAIN login checks it: against the user's
+    SCRAM-SHA-256 credential, else its SCRAM-SHA-512 one (``lookup(mechanism, user)`` gives
+    a credential or None); a user without either is checked against a decoy, so an unknown
+    user costs the same derivation as a known one and the answer tells them apart by nothing."""
+    for mechanism in (SCRAM_SHA_256, SCRAM_SHA_512):
+        credential = lookup(mechanism, user)
+        if credential is not None:
+            break
+    else:
+        mechanism = SCRAM_SHA_256
+        credential = decoy_credential(mechanism, user, decoy_secret)
+    return password_matches(mechanism, credential, password)
+
+
 def decoy_credential(mechanism: str, user: str, secret: bytes) -> ScramCredential:
     """A credential for a user who does not exist, the same on every attempt (so a repeated
     salt tells nothing) and matching no password anyone knows: derived from ``user`` and a
