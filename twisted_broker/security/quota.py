@@ -105,8 +105,8 @@ def parse_rate(text: str) -> float:
 
 
 class ClientQuotas:
-    """One quota type's rates (``key``: PRODUCER_BYTE_RATE or CONSUMER_BYTE_RATE) and what
-    throttling cost each rate's entity. ``set_entity`` / ``replace_all`` from the ZooKeeper
+    """One quota type's rates (``key``: PRODUCER_BYTE_RATE or CONSUMER_BYTE_RATE).
+    ``set_entity`` / ``replace_all`` from the ZooKeeper
     cache; ``record`` per request. Times are seconds."""
 
     def __init__(self, key: str, *, window_num: int = DEFAULT_WINDOW_NUM,
@@ -117,7 +117,6 @@ class ClientQuotas:
         self._limits: dict[Entity, float] = {}  # the entities that set this key
         self._rates: dict[Entity, list] = {}  # rate key -> [Rate, last used (s)]
         self._last_expiry_s = 0.0
-        self.throttled: dict[Entity, list[int]] = {}  # rate key -> [throttled answers, total ms]
 
     @property
     def enabled(self) -> bool:
@@ -167,12 +166,11 @@ class ClientQuotas:
         if entry:
             entry[0].record(-value, now_s * 1000)
 
-    def count_throttle(self, user: str, client_id: str, throttle_ms: int) -> None:
+    def max_value_in_window(self, user: str, client_id: str) -> float | None:
+        """The most one request may carry without being throttled whatever came before it
+        (Kafka's getMaxValueInQuotaWindow: a fetch's max_bytes is cut to it); None: no quota."""
         found = self.quota_for(user, client_id)
-        if found is not None:
-            figures = self.throttled.setdefault(found[0], [0, 0])
-            figures[0] += 1
-            figures[1] += throttle_ms
+        return None if found is None else found[1] * (self._samples - 1) * self._window_ms / 1000
 
     def _expire(self, now_s: float) -> None:
         if now_s - self._last_expiry_s < 60:

@@ -130,12 +130,11 @@ def test_removing_an_entitys_key_stops_its_throttling_at_once():
     assert quotas.record("u", "app", 10_000, 0.1) == 0
 
 
-def test_throttles_are_counted_per_rate_entity():
-    quotas = ClientQuotas(PRODUCER_BYTE_RATE)
-    quotas.set_entity(("alice", None), {PRODUCER_BYTE_RATE: 10.0})
-    quotas.count_throttle("alice", "one", 250)
-    quotas.count_throttle("alice", "two", 100)
-    assert quotas.throttled == {("alice", ""): [2, 350]}
+def test_one_request_may_carry_up_to_the_windows_allowance():
+    quotas = ClientQuotas(CONSUMER_BYTE_RATE)
+    assert quotas.max_value_in_window("alice", "app") is None
+    quotas.set_entity(("alice", None), {CONSUMER_BYTE_RATE: 1000.0})
+    assert quotas.max_value_in_window("alice", "app") == 10_000  # 1000 B/s x 10 whole windows of 1 s
 
 
 @pytest.mark.parametrize("text", ["0", "-5", "abc", "inf", "nan", ""])
