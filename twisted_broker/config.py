@@ -22,6 +22,7 @@ from typing import Any, Literal, Self
 
 from twisted_broker.properties import ConfigError, parse_properties, read_properties
 from twisted_broker.security.listeners import PLAINTEXT, ListenerSpec, parse_listeners
+from twisted_broker.security.quota_settings import QuotaSettings
 from twisted_broker.security.sasl import MECHANISMS
 
 __all__ = ["BrokerConfig", "ConfigError", "ConsumerConfig", "ProducerConfig", "ZKConfig", "parse_properties",
@@ -204,8 +205,8 @@ class ZKConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
-class BrokerConfig(ZKConfig):
-    """A broker's settings (0.7's KafkaConfig), spec 6.1."""
+class BrokerConfig(ZKConfig, QuotaSettings):
+    """A broker's settings (0.7's KafkaConfig), spec 6.1; quotas' keys in security/quota_settings.py."""
 
     brokerid: int | None = None  # required: this, or Kafka's broker.id, or both with one value
     broker_id: int | None = None
