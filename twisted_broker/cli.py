@@ -1,7 +1,7 @@
 """The twisted-broker command line: the parser and the table of subcommands.
 
 Each subcommand (README.md, "Command line": produce, consume, offsets, topics, groups, reset-offsets,
-dump-log, mirror, etl, preferred-leader-election, reassign-partitions, users, acls) is one row of
+dump-log, mirror, etl, preferred-leader-election, reassign-partitions, users, acls, quotas) is one row of
 ``SUBCOMMANDS``, added by the issue that writes it.
 A row's functions live in the module that does the work (twisted_broker/tools/); that module
 imports its heavy dependencies (the reactor, kazoo, pyspark) inside ``run`` so ``--help``
@@ -28,7 +28,8 @@ from twisted_broker.client.errors import ProducerError
 from twisted_broker.config import ConfigError
 from twisted_broker.errors import KafkaError, UnexpectedResponse
 from twisted_broker.tools import (
-    acls, consume, dump_log, groups, mirror, offsets, produce, replication_admin, topics, users, zk_default,
+    acls, consume, dump_log, groups, mirror, offsets, produce, quotas, replication_admin, topics, users,
+    zk_default,
 )
 from twisted_broker.spark import etl  # imports no pyspark, pyarrow or kazoo until it runs
 from twisted_broker.tools.errors import CommandError, UsageError
@@ -66,6 +67,7 @@ SUBCOMMANDS: dict[str, Subcommand] = {
                                       replication_admin.run_reassign),
     "users": Subcommand(users.HELP, users.add_arguments, users.run),
     "acls": Subcommand(acls.HELP, acls.add_arguments, acls.run),
+    "quotas": Subcommand(quotas.HELP, quotas.add_arguments, quotas.run),
 }
 
 

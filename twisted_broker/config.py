@@ -22,6 +22,7 @@ from typing import Any, Literal, Self
 
 from twisted_broker.properties import ConfigError, parse_properties, read_properties
 from twisted_broker.security.listeners import PLAINTEXT, ListenerSpec, parse_listeners
+from twisted_broker.security.quota_settings import QuotaSettings
 from twisted_broker.security.sasl import MECHANISMS
 
 __all__ = ["BrokerConfig", "ConfigError", "ConsumerConfig", "ProducerConfig", "ZKConfig", "parse_properties",
@@ -203,8 +204,8 @@ class ZKConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
-class BrokerConfig(ZKConfig):
-    """A broker's settings (0.7's KafkaConfig), spec 6.1."""
+class BrokerConfig(ZKConfig, QuotaSettings):
+    """A broker's settings (0.7's KafkaConfig), spec 6.1; quotas' keys in security/quota_settings.py."""
 
     brokerid: int | None = None  # required: this, or Kafka's broker.id, or both with one value
     broker_id: int | None = None
@@ -271,8 +272,7 @@ class BrokerConfig(ZKConfig):
     ssl_keystore_key: str | None = None
     ssl_truststore_certificates: str | None = None
     connection_failed_authentication_delay_ms: int = _at_least(0, 100)
-    # SSL: the 0.7 port (replication's) is TLS; followers show ssl.keystore.* (docs/security.md)
-    security_inter_broker_protocol: Literal["PLAINTEXT", "SSL"] = "PLAINTEXT"
+    security_inter_broker_protocol: Literal["PLAINTEXT", "SSL"] = "PLAINTEXT"  # SSL: a TLS 0.7 port, for followers too
     # Authorization (docs/security.md), Kafka's keys: authorizer.class.name empty is off.
     authorizer_class_name: str = ""
     super_users: str = ""  # User:a;User:b

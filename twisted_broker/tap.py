@@ -44,7 +44,9 @@ from twisted_broker.server.services import BrokerService, Listener, StopInOrder
 from twisted_broker.server.stats import BrokerStats, RequestStats, broker_snapshot, replication_snapshot
 from twisted_broker.storage.log import LogPolicy
 from twisted_broker.storage.log_dir_lock import LogDirLocked, lock_log_dir
-from twisted_broker.kafka_listeners import LISTEN_BACKLOG, KafkaListener, abspath, kafka_listener, tls_options
+from twisted_broker.kafka_listeners import (
+    LISTEN_BACKLOG, KafkaListener, abspath, connection_limits, kafka_listener, tls_options,
+)
 from twisted_broker.storage.log_manager import LogManager
 from twisted_broker.twisted_logging import forward_logging
 from webui.service import LoginSettings, embedded_console
@@ -228,8 +230,9 @@ def makeService(options: Options):  # BrokerService, in a StopInOrder with repli
     broker = Broker(logs, stats, max_message_size=config.max_message_size,
                     replication=replication and replication.requests, authorizer=authorizer)
     # The wire protocol first: its port is the one registered in ZooKeeper.
-    listeners = [kafka07_listener(config, options, broker, reactor)]
-    kafka = kafka_listener(config, options, logs, stats, zk, cluster, replication, authorizer, reactor)
+    limits = connection_limits(config)  # max.connections.per.ip over both protocols' listeners
+    listeners = [kafka07_listener(config, options, broker, reactor, limits)]
+    kafka = kafka_listener(config, options, logs, stats, zk, cluster, replication, authorizer, reactor, limits)
     if kafka is not None:
         listeners.extend(kafka.listeners)
     figures = replication_figures(replication)
@@ -336,8 +339,8 @@ def replication_figures(replication: ReplicationService | None):
     return lambda: replication_snapshot(replication.manager, replication.controller, replication.fetchers)
 
 
-def kafka07_listener(config: BrokerConfig, options: Options, broker: Broker, reactor) -> Listener:
-    factory = KafkaServerFactory(broker, max_request_size=config.max_socket_request_bytes,
+def kafka07_listener(config: BrokerConfig, options: Options, broker: Broker, reactor, limits=None) -> Listener:
+    factory = KafkaServerFactory(broker, max_request_size=config.max_socket_request_bytes, limits=limits,
                                  send_buffer_bytes=config.socket_send_buffer,
                                  receive_buffer_bytes=config.socket_receive_buffer, clock=reactor,
                                  fetch_wait_max_ms=config.fetch_wait_max_ms)

@@ -113,6 +113,23 @@ class _Collector:
         yield from (lag, lag_offsets, healthy, consumers)
 
 
+def _quota_figures(broker: str, listener: dict) -> Iterator[Metric]:
+    """Quotas' throttles per (quota, user, client id) and connections refused per address
+    (docs/security.md, "Quotas")."""
+    labels = ["broker", "quota", "user", "client_id"]
+    throttled = CounterMetricFamily(f"{PREFIX}_broker_kafka_throttled", "answers throttled by a client quota",
+                                    labels=labels)
+    throttle_ms = CounterMetricFamily(f"{PREFIX}_broker_kafka_throttle_time_ms", "throttle time of client quotas, ms",
+                                      labels=labels)
+    for row in listener.get("throttles", ()):
+        throttled.add_metric([broker, row["quota"], row["user"], row["client_id"]], row["throttled"])
+        throttle_ms.add_metric([broker, row["quota"], row["user"], row["client_id"]], row["throttle_time_ms"])
+    refused = CounterMetricFamily(f"{PREFIX}_broker_kafka_refused_connections",
+                                  "connections refused by max.connections.per.ip", labels=["broker"])
+    refused.add_metric([broker], listener.get("refused_connections", 0))
+    yield from (throttled, throttle_ms, refused)
+
+
 def _broker(broker_id: int, snapshot: dict) -> Iterator[Metric]:
     """The 0.7 beans of the broker the console is embedded in."""
     broker = str(broker_id)
@@ -125,6 +142,7 @@ def _broker(broker_id: int, snapshot: dict) -> Iterator[Metric]:
                                      "SASL logins refused (docs/security.md)", labels=["broker"])
         failed.add_metric([broker], snapshot["kafka_listener"].get("failed_authentications", 0))
         yield failed
+        yield from _quota_figures(broker, snapshot["kafka_listener"])
     topic_stats = {"messages_in": "Messages appended", "bytes_in": "Bytes appended", "bytes_out": "Bytes fetched",
                    "failed_produce_requests": "Produce requests that failed",
                    "failed_fetch_requests": "Fetch requests that failed"}

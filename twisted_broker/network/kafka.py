@@ -30,6 +30,7 @@ from twisted_broker.codec.kafka.protocol import Request, UnsupportedVersion, dec
 from twisted_broker.errors import CloseConnection, Truncated
 from twisted_broker.network.connection import FramedConnection, RefusedRequest
 from twisted_broker.network.connection_factory import ConnectionFactory
+from twisted_broker.network.muted_connection import MutedConnection
 from twisted_broker.network.tls_principal import CertificatePrincipal
 
 __all__ = ["KafkaModernFactory", "KafkaModernProtocol", "decode_frame"]
@@ -57,12 +58,13 @@ def decode_frame(frame, api_keys) -> Request:
         raise RefusedRequest(f"malformed request: {exc}") from None
 
 
-class KafkaModernProtocol(CertificatePrincipal, FramedConnection):
+class KafkaModernProtocol(MutedConnection, CertificatePrincipal, FramedConnection):
     """One connection of a modern listener. ``table`` serves its requests (handlers/kafka's
     ModernBroker): ``handlers`` (api key -> handler; what is decoded) and ``stats.requests``,
     the listeners' request figures. The handlers return response bodies; this connection
     frames them (codec/kafka's encode_response_pieces). ``listener_name`` goes with each
-    request (Kafka's listener name: Metadata answers with that listener's endpoints)."""
+    request (Kafka's listener name: Metadata answers with that listener's endpoints), and
+    ``throttle``, which mutes this connection for a quota's throttle time (muted_connection.py)."""
 
     def __init__(self, table, *, listener_name: str = "", **options) -> None:
         super().__init__(table.stats.requests, **options)
@@ -79,7 +81,7 @@ class KafkaModernProtocol(CertificatePrincipal, FramedConnection):
             peer = self.transport.getPeer()
             self._client_host = f"/{getattr(peer, 'host', peer)}"
         request = replace(request, client_host=self._client_host, principal=self.principal,
-                          listener=self.listener_name)
+                          listener=self.listener_name, throttle=self.throttle)
         try:
             body = self._handlers[request.api_key](request)
         except CloseConnection as exc:  # a refusal with no answer to carry it (acks=0)

@@ -14,27 +14,41 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from twisted_broker.registry.cluster_view import ClusterView
 from twisted_broker.registry.user_config import (
-    CONFIG_CHANGE_PREFIX, CONFIG_USERS, decode_user_config, desanitize_user, encode_change_notification,
-    encode_user_config, user_path,
+    CONFIG_CHANGE_PREFIX, CONFIG_USERS, decode_user_config, desanitize_user, encode_entity_change,
+    encode_user_config, sanitize_user,
 )
 
 ATTEMPTS = 10  # read-modify-write rounds before a tool gives up on a node others keep changing
 
 
 class UserAdmin(ClusterView):
-    """The registry's users, for a tool: ``users()``, ``user_config(name)``, ``change_user(...)``."""
+    """The registry's users, for a tool: ``users()``, ``user_config(name)``, ``change_user(...)``;
+    and any config entity's node by its path under /config (``entity_config``, ``change_config``:
+    the quotas tool's, registry/quota_config.py)."""
 
     def users(self) -> list[str]:
         return sorted(desanitize_user(node) for node in self._children(CONFIG_USERS))
 
     def user_config(self, name: str) -> dict[str, str]:
         """The user's config map ({} for no such user). Raises ValueError for a bad node."""
-        return decode_user_config(self._data(user_path(name)))
+        return self.entity_config(f"users/{sanitize_user(name)}")
+
+    def entity_config(self, entity_path: str) -> dict[str, str]:
+        """The config map of ``/config/<entity_path>`` ({} for no node). Raises ValueError."""
+        return decode_user_config(self._data(f"/config/{entity_path}"))
+
+    def config_children(self, path: str) -> list[str]:
+        """The children of ``/config/<path>`` (``users``, ``users/alice/clients``); [] for none."""
+        return self._children(f"/config/{path}")
 
     def change_user(self, name: str, change: Callable[[dict[str, str]], dict[str, str]]) -> dict[str, str]:
         """Apply ``change`` (old config -> new config) to the user's node, creating it if needed;
         an empty result leaves an empty config (Kafka keeps the node). Returns the new config."""
-        path = user_path(name)
+        return self.change_config(f"users/{sanitize_user(name)}", change)
+
+    def change_config(self, entity_path: str, change: Callable[[dict[str, str]], dict[str, str]]) -> dict[str, str]:
+        """``change_user`` for any entity, ``/config/<entity_path>`` (``clients/app``...)."""
+        path = f"/config/{entity_path}"
 
         def write() -> dict[str, str]:
             for _ in range(ATTEMPTS):
@@ -52,7 +66,7 @@ class UserAdmin(ClusterView):
                         self._client.set(path, encode_user_config(new), version=stat.version)
                     except (BadVersionError, NoNodeError):
                         continue  # changed meanwhile: read it again
-                self._client.create(CONFIG_CHANGE_PREFIX, encode_change_notification(name), sequence=True,
+                self._client.create(CONFIG_CHANGE_PREFIX, encode_entity_change(entity_path), sequence=True,
                                     makepath=True)
                 return new
             raise ConnectionError(f"{path} kept changing under {ATTEMPTS} attempts to write it")

@@ -56,8 +56,13 @@ def encode_user_config(config: dict[str, str]) -> bytes:
 
 
 def encode_change_notification(name: str) -> bytes:
-    return json.dumps({"version": 2, "entity_path": f"users/{sanitize_user(name)}"},
-                      separators=(",", ":")).encode()
+    return encode_entity_change(f"users/{sanitize_user(name)}")
+
+
+def encode_entity_change(entity_path: str) -> bytes:
+    """Kafka's change notification of a config entity (``users/alice``, ``clients/app``,
+    ``users/alice/clients/app``: the node's path under /config)."""
+    return json.dumps({"version": 2, "entity_path": entity_path}, separators=(",", ":")).encode()
 
 
 def scram_credentials(user: str, config: dict[str, str]) -> dict[str, ScramCredential]:

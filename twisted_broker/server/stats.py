@@ -121,6 +121,11 @@ class RequestStats:
         # SASL logins refused (security/sasl.py's REFUSED: bad credentials or a bad token),
         # on the listeners of today's clients (docs/security.md, "Failures").
         self.failed_authentications = 0
+        # Quotas (docs/security.md): (quota type, user, client id of the rate's entity) ->
+        # [throttled answers, their throttle times' sum in ms]; connections refused by
+        # max.connections.per.ip.
+        self.throttles: dict[tuple[str, str, str], list[int]] = {}
+        self.refused_connections: Callable[[], int] = lambda: 0
         # Insertion-ordered, so ``cons`` lists connections oldest first.
         self.open_connections: dict[ConnectionStats, None] = {}
 
@@ -140,6 +145,12 @@ class RequestStats:
         """Connections open now."""
         return len(self.open_connections)
 
+    def throttled(self, quota_type: str, user: str, client_id: str, throttle_ms: int) -> None:
+        """Count one answer throttled by a quota of ``quota_type`` (produce, fetch)."""
+        figures = self.throttles.setdefault((quota_type, user, client_id), [0, 0])
+        figures[0] += 1
+        figures[1] += throttle_ms
+
     def record(self, request_type: int, seconds: float) -> None:
         stats = self._by_type.get(request_type)
         if stats is None:
@@ -156,7 +167,11 @@ class RequestStats:
                 "bytes_written": self.bytes_written.total,
                 "bytes_written_per_second": self.bytes_written.rate(),
                 "connections": self.connections, "connections_total": self.connections_total,
-                "failed_authentications": self.failed_authentications}
+                "failed_authentications": self.failed_authentications,
+                "refused_connections": self.refused_connections(),
+                "throttles": [{"quota": quota, "user": user, "client_id": client_id, "throttled": count,
+                               "throttle_time_ms": total_ms}
+                              for (quota, user, client_id), (count, total_ms) in sorted(self.throttles.items())]}
 
 
 @dataclass

@@ -18,6 +18,7 @@ Errors: Truncated and Malformed (primitives.py) for bytes that are not a valid r
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,6 +65,11 @@ class Request:
     # Metadata answers with the brokers' endpoints of the same name). "" for requests made
     # outside a listener (tests).
     listener: str = ""
+    # Not on the wire: the frame's size (bytes after the size field), what a producer quota
+    # counts; and what mutes the connection for a throttle time in ms (KIP-219,
+    # docs/security.md "Quotas"), set by the listener; None outside one.
+    size: int = 0
+    throttle: Callable[[int], object] | None = None
 
 
 def peek_header(frame: Buffer) -> tuple[int, int, int]:
@@ -88,7 +94,7 @@ def decode_request(frame: Buffer) -> Request:
     body, pos = schema.decode(frame, pos)
     if pos != len(frame):
         raise Malformed(pos, f"{len(frame) - pos} bytes after the request body")
-    return Request(api_key, api_version, correlation_id, client_id, body)
+    return Request(api_key, api_version, correlation_id, client_id, body, size=len(frame))
 
 
 def encode_request(api_key: int, api_version: int, correlation_id: int, client_id: str | None,

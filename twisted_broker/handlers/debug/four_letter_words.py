@@ -27,7 +27,10 @@ carry over; the figures are this broker's:
   listeners; ``tb_requests_*``, ``tb_open_connections`` and ``tb_bytes_received``/``_sent`` are
   the 0.7 port's, and ``tb_kafka_*`` the modern listener's: ``tb_kafka_open_connections``,
   ``tb_kafka_connections_total``, ``tb_kafka_bytes_received``/``_sent``,
-  ``tb_kafka_failed_authentications`` (refused SASL logins; 0 without the listeners) and ``tb_kafka_requests_<api>`` (``list_offsets`` for ListOffsets) once a request
+  ``tb_kafka_failed_authentications`` (refused SASL logins; 0 without the listeners),
+  ``tb_kafka_refused_connections`` (over ``max.connections.per.ip``), the quotas' throttles
+  (``tb_kafka_produce_throttled``, ``tb_kafka_produce_throttle_time_ms`` and the same for
+  ``fetch``: sums over every user and client id; docs/security.md) and ``tb_kafka_requests_<api>`` (``list_offsets`` for ListOffsets) once a request
   of that API was served.
 
 The mode (ZooKeeper says leader, follower or standalone) is the broker's role in replication:
@@ -214,12 +217,16 @@ def _kafka_listener_pairs(requests: RequestStats | None) -> list[tuple[str, obje
     listener), requests by API name once one of that API was served."""
     snapshot = requests.snapshot() if requests is not None else {
         "requests": {}, "connections": 0, "connections_total": 0, "bytes_read": 0, "bytes_written": 0,
-        "failed_authentications": 0}
+        "failed_authentications": 0, "refused_connections": 0, "throttles": []}
     return [("kafka_open_connections", snapshot["connections"]),
             ("kafka_connections_total", snapshot["connections_total"]),
             ("kafka_bytes_received", snapshot["bytes_read"]),
             ("kafka_bytes_sent", snapshot["bytes_written"]),
             ("kafka_failed_authentications", snapshot["failed_authentications"]),
+            ("kafka_refused_connections", snapshot["refused_connections"]),
+            *((f"kafka_{quota}_{figure}", sum(row[key] for row in snapshot["throttles"] if row["quota"] == quota))
+              for quota in ("produce", "fetch")
+              for figure, key in (("throttled", "throttled"), ("throttle_time_ms", "throttle_time_ms"))),
             *((f"kafka_requests_{_snake_case(name)}", figures["count"])
               for name, figures in snapshot["requests"].items())]
 

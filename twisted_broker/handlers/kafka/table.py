@@ -34,6 +34,7 @@ from twisted_broker.handlers.kafka.groups import GroupRequests
 from twisted_broker.handlers.kafka.metadata import TopicRequests
 from twisted_broker.handlers.kafka.partitions import PartitionFinder
 from twisted_broker.handlers.kafka.produce import ProduceRequests
+from twisted_broker.handlers.kafka.quotas import QuotaChecks
 from twisted_broker.handlers.kafka.sasl import SaslRequests
 from twisted_broker.handlers.kafka.topics import KafkaClusterView
 from twisted_broker.replication.replica_manager import ReplicaManager
@@ -71,14 +72,15 @@ class ModernBroker:
 def modern_broker(config: BrokerConfig, logs: LogManager, stats: BrokerStats, *, port, clock, offsets,
                   producer_ids, zk=None, cluster=None, replicas: ReplicaManager | None = None,
                   controller=None, endpoints=None, sasl_mechanisms: tuple[str, ...] = (),
-                  authorizer: AclAuthorizer | None = None) -> ModernBroker:
+                  authorizer: AclAuthorizer | None = None, quotas: QuotaChecks | None = None) -> ModernBroker:
     """The ModernBroker of one broker. ``port()`` is the modern listener's bound port;
     ``offsets`` and ``producer_ids`` are the stores tap.py picked (ZooKeeper's or log.dir's);
     ``zk``, ``cluster`` (ClusterState), ``replicas`` and ``controller`` are None without
     ZooKeeper. ``endpoints()``: {listener name: (host, port)} of this broker's listeners;
     ``sasl_mechanisms``: those enabled when a listener uses SASL (the SASL APIs are then listed
     and answered on every listener, as Kafka does; none: not listed, as before);
-    ``authorizer`` None when authorization is off (every handler then unchecked)."""
+    ``authorizer`` None when authorization is off (every handler then unchecked); ``quotas``
+    None without ZooKeeper (where they live): Produce and Fetch are then never throttled."""
     view = KafkaClusterView(broker_id=config.brokerid, host=config.hostname or "127.0.0.1", port=port, logs=logs,
                             partitions_for=logs.partitions_for, zk=zk, cluster=cluster, controller=controller,
                             endpoints=endpoints)
@@ -117,10 +119,11 @@ def modern_broker(config: BrokerConfig, logs: LogManager, stats: BrokerStats, *,
         api_keys.CREATE_ACLS: acls.create_acls,
         api_keys.DELETE_ACLS: acls.delete_acls,
     }
-    if authorizer is None:
-        return ModernBroker(stats, handlers)
-    authorization = Authorization(authorizer)
-    topics.may_create = lambda request, name: (
-        authorization.may(request, Operation.DESCRIBE, ResourceType.TOPIC, name)
-        and authorization.may_create_topic(request, name))
-    return ModernBroker(stats, authorization.wrap(handlers))
+    if authorizer is not None:
+        authorization = Authorization(authorizer)
+        topics.may_create = lambda request, name: (
+            authorization.may(request, Operation.DESCRIBE, ResourceType.TOPIC, name)
+            and authorization.may_create_topic(request, name))
+        handlers = authorization.wrap(handlers)
+    # Quotas count what is answered, after the authorizer's refusals, as Kafka's KafkaApis does.
+    return ModernBroker(stats, quotas.wrap(handlers) if quotas is not None else handlers)
