@@ -26,7 +26,7 @@ def test_metadata_advertises_the_listener_with_the_broker_id_and_itself_as_contr
 
 
 def test_create_topics_registers_in_zookeeper_and_delete_topics_removes_it(broker_factory, zk_connect, zk):
-    _broker, port = start_with_listener(broker_factory, zk_connect=zk_connect, properties={"num.partitions": "2"})
+    broker, port = start_with_listener(broker_factory, zk_connect=zk_connect, properties={"num.partitions": "2"})
     client = admin(port)
     try:
         client.create_topics([NewTopic("plain", 2, 1), NewTopic("spread", 3, 1)])
@@ -39,6 +39,10 @@ def test_create_topics_registers_in_zookeeper_and_delete_topics_removes_it(broke
         assert all(p["leader_id"] == 0 for t in described.values() for p in t["partitions"])
         client.delete_topics(["spread"])
         assert wait_for(lambda: not zk.exists("/replication/topics/spread"), "spread deleted")
+        # Gone from the metadata too, its replica logs deleted (before: they stayed, and the
+        # topic was listed on as a 0.7 topic of this broker).
+        assert wait_for(lambda: "spread" not in client.list_topics(), "spread gone from the metadata")
+        assert not any(d.name.startswith("spread-") for d in broker.log_dir.iterdir())
     finally:
         client.close()
 

@@ -261,6 +261,7 @@ class ClusterState:
             for key in [k for k in self.states if k[0] == topic]:
                 del self.states[key]
                 self.state_zxids.pop(key, None)
+            self._notify("on_assignment", topic)  # deleted: its replicas go (and their logs)
         # All at once (ZooKeeper answers a session's requests in order): a resync of a
         # thousand partitions costs a few round trips, not two per partition (issue 23).
         yield gatherResults([self._read_assignment(topic, generation) for topic in topics], consumeErrors=True)
