@@ -11,6 +11,8 @@ BENCHMARKS["webui"] = webui_bench.run
 BENCHMARKS["spark"] = lambda: __import__("bench.spark_bench", fromlist=["run"]).run()  # needs the spark extra
 # today's Kafka clients through the modern listener beside the 0.7 path (issue 16)
 BENCHMARKS["modern"] = lambda: __import__("bench.modern", fromlist=["run"]).run()
+# issue 25: SASL_SSL beside PLAINTEXT, and produce b1 with the ACL authorizer on beside off
+BENCHMARKS["security"] = lambda: __import__("bench.security", fromlist=["run"]).run()
 # the comparison with RabbitMQ, ActiveMQ, Redis and NATS (their servers: the Makefile's peer-packages)
 BENCHMARKS["paper"] = lambda: __import__("bench.paper", fromlist=["run"]).run()
 
