@@ -128,7 +128,7 @@ def test_topic_created_by_produce_registers_ephemerally_with_the_configured_part
     produce_payloads(b0, "narrow", 1, [b"n"])
     produce_payloads(b1, "wide", 0, [b"w1"])
 
-    assert sorted(path.name for path in b0.log_dir.iterdir()) == ["narrow-1", "wide-3"]
+    assert sorted(path.name for path in b0.log_dir.iterdir() if path.is_dir()) == ["narrow-1", "wide-3"]
     wide_0, wide_0_stat = wait_for_node(zk, "/brokers/topics/wide/0")
     narrow_0, narrow_0_stat = wait_for_node(zk, "/brokers/topics/narrow/0")
     wide_1, wide_1_stat = wait_for_node(zk, "/brokers/topics/wide/1")

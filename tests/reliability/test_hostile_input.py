@@ -90,7 +90,7 @@ def test_fuzzed_frames_never_crash_the_broker_nor_reach_the_log(brokers, scale, 
     assert broker.stop() is not None
     check_log_dir(broker.log_dir)  # every stored entry is valid, wrappers to the innermost message
     appended = 0
-    assert {p.name for p in broker.log_dir.iterdir() if not p.is_dir()} == {".kafka_cleanshutdown"}
+    assert {p.name for p in broker.log_dir.iterdir() if not p.is_dir()} == {".kafka_cleanshutdown", ".lock"}
     for partition_dir in (p for p in broker.log_dir.iterdir() if p.is_dir()):
         parsed = parse_partition_directory(partition_dir.name)
         assert parsed is not None and 0 <= parsed[1] < PARTITIONS, partition_dir.name

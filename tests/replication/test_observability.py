@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.brokers import BrokerProcess, DebugSession
 from tests.support.console_process import ConsoleProcess, http, wait_for_port_file
-from tests.support.replicated_cluster import Wire
+from tests.support.replicated_cluster import Wire, produce_once_led
 
 TOPIC = "watched"
 
@@ -78,10 +78,7 @@ def test_a_killed_follower_shows_as_an_isr_shrink_and_comes_back_as_an_expand(ob
     leader_id = cluster.leaders(TOPIC)[0]
     leader = cluster.brokers[leader_id]
     with Wire(leader) as wire:
-        # The metadata names a leader from ZooKeeper's state, which on a loaded machine can come
-        # a moment before the leader has applied it (NOT_LEADER, 6): a client retries, so does this.
-        cluster.wait_for(lambda: wire.produce(TOPIC, 0, [b"m%d" % i for i in range(20)])[0] == 0,
-                         what="the leader to take the writes")
+        assert produce_once_led(wire, TOPIC, 0, [b"m%d" % i for i in range(20)])[0] == 0
     follower_id = next(b for b in range(3) if b != leader_id)
     follower = cluster.brokers[follower_id]
 

@@ -189,6 +189,22 @@ def segment_bytes(broker, topic, partition) -> bytes:
     return b"".join(p.read_bytes() for p in sorted(directory.glob("*.kafka")))
 
 
+NOT_LEADER = 6
+
+
+def produce_once_led(wire, topic, partition, payloads, timeout_s: float = 20.0, **options):
+    """``wire.produce`` answered by a leader that has applied its leadership: the metadata names
+    a leader from ZooKeeper's state, which on a loaded machine can come a moment before the
+    broker has applied it (NOT_LEADER, nothing appended); a client retries, so does this.
+    Returns the answer (error, offset)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        answer = wire.produce(topic, partition, payloads, **options)
+        if answer[0] != NOT_LEADER or time.monotonic() >= deadline:
+            return answer
+        time.sleep(0.05)
+
+
 def produce_all(cluster, topic, partition, payloads, timeout_s=20.0, via=None):
     """Produce with acks=all to whoever leads (asking broker ``via``, or any live one),
     following leader changes; returns the time of the first success."""
