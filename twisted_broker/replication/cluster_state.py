@@ -283,9 +283,10 @@ class ClusterState:
             return
         if generation != self._generation:
             return
-        # A topic new here most likely has no states yet (the controller writes them after it
-        # sees the topic): watch for them with one request each, not a failed get first.
-        fresh = topic not in self.assignments and not any(key[0] == topic for key in self.states)
+        # A topic created since the first read most likely has no states yet (the controller
+        # writes them after it sees the topic): watch for them with one request each, not a
+        # failed get first. At the first read (a start), the topics found have their states.
+        fresh = self.synced and topic not in self.assignments and not any(key[0] == topic for key in self.states)
         if self.assignment_stamps.get(topic, (-1, -1)) < (stat.czxid, stat.version):  # not a late older read
             self.assignments[topic] = assignment
             self.assignment_stamps[topic] = (stat.czxid, stat.version)
