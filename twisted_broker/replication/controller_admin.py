@@ -61,6 +61,8 @@ class ControllerAdmin:
             else:
                 yield self._zk.exists(path, watch=self._changed)
         except Exception as exc:
+            if path == paths.SHUTDOWN:
+                self._asking = None  # not known now: the next pass reads the requests itself
             log.warning("watching %s: %s", path, exc)
 
     def _changed(self, event) -> None:
@@ -112,14 +114,19 @@ class ControllerAdmin:
                 reads.append((int(name), self._zk.get(paths.shutdown_path(int(name)), watch=watch)))
             except ValueError:
                 continue
-        asking = []
-        for broker_id, read in reads:
+        asking, failed = [], None
+        for broker_id, read in reads:  # every read waited for, so none fails unseen
             try:
                 value, _ = yield read
             except NoNodeError:
                 continue
+            except Exception as exc:
+                failed = failed or exc
+                continue
             if value != b"done":
                 asking.append(broker_id)
+        if failed is not None:
+            raise failed
         return asking
 
     def answer_finished_shutdowns(self, leaving: frozenset[int]):
