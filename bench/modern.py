@@ -124,14 +124,21 @@ def kafka_python_produce(bootstrap: str, topic: str, values: list[bytes], acks: 
 
 
 def confluent_consume(bootstrap: str, topic: str, n: int) -> float:
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+    from confluent_kafka import Consumer
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-unused", "enable.auto.commit": False})
     consumer.list_topics(topic, timeout=30)
+    return consume_from_start(consumer, topic, n)
+
+
+def consume_from_start(consumer, topic: str, n: int, timeout_s: float = TIMEOUT_S) -> float:
+    """Seconds for a confluent-kafka ``consumer`` (connected, then closed here) to read ``n``
+    records of partition 0 from offset 0, each value touched."""
+    from confluent_kafka import OFFSET_BEGINNING, TopicPartition
     consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
     got = payload_bytes = 0
     started = time.perf_counter()
     while got < n:
-        if time.perf_counter() - started > TIMEOUT_S:
+        if time.perf_counter() - started > timeout_s:
             raise TimeoutError(f"confluent-kafka consumed {got} of {n}")
         for message in consumer.consume(10_000, 1.0):
             if message.error() is not None:

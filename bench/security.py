@@ -58,6 +58,7 @@ import time
 from pathlib import Path
 
 from bench.modern import _cpu_s as cpu_s
+from bench.modern import consume_from_start
 from bench.paper import machine
 from bench.peers.harness import payload_pool
 from bench.security_setup import (
@@ -102,7 +103,7 @@ def produce_batched(config: dict[str, str], topic: str, values: list[bytes]) -> 
 
 def consume_backlog(config: dict[str, str], topic: str, n: int) -> float:
     """Seconds to read ``n`` records from offset 0, each value touched."""
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+    from confluent_kafka import Consumer, TopicPartition
     # fetch.queue.backoff.ms: librdkafka stops fetching once its queue holds queued.min.messages
     # (100,000) and looks again only after this long (1 s by default): a faster listener fills
     # the queue sooner and stalled a whole second (PLAINTEXT 1.75 s for 600,000 records, 0.8 s
@@ -114,20 +115,7 @@ def consume_backlog(config: dict[str, str], topic: str, n: int) -> float:
         if time.monotonic() > deadline:  # connected, and the whole backlog visible, before the clock
             raise TimeoutError(f"{topic}: fewer than {n} records visible")
         time.sleep(0.05)
-    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
-    got = payload_bytes = 0
-    started = time.perf_counter()
-    while got < n:
-        if time.perf_counter() - started > TIMEOUT_S:
-            raise TimeoutError(f"consumed {got} of {n}")
-        for message in consumer.consume(10_000, 1.0):
-            if message.error() is not None:
-                raise RuntimeError(message.error())
-            payload_bytes += len(message.value())
-            got += 1
-    seconds = time.perf_counter() - started
-    consumer.close()
-    return seconds
+    return consume_from_start(consumer, topic, n, TIMEOUT_S)
 
 
 def produce_b1(config: dict[str, str], topic: str, values: list[bytes]) -> tuple[float, float]:

@@ -24,8 +24,9 @@ from collections.abc import Callable
 from twisted.internet.defer import inlineCallbacks
 
 from twisted_broker.registry import acl_paths
+from twisted_broker.registry.followed_nodes import FollowedNodes
 from twisted_broker.registry.zookeeper import (
-    CONNECTED, UNAVAILABLE_ERRORS, BadVersionError, NodeExistsError, NoNodeError, ZooKeeper,
+    BadVersionError, NodeExistsError, NoNodeError, ZooKeeper,
 )
 from twisted_broker.security.acl import AclEntry, PatternType, ResourcePattern
 from twisted_broker.security.authorizer import AclAuthorizer
@@ -33,53 +34,21 @@ from twisted_broker.security.authorizer import AclAuthorizer
 log = logging.getLogger(__name__)
 
 
-class AclCache:
+class AclCache(FollowedNodes):
     """Keeps ``authorizer`` holding the cluster's ACLs. ``clock`` gives the time (seconds)
     notifications are aged by; ``changes_applied`` counts patterns re-read (for tests)."""
 
+    what_is_read = "ACLs"
+
     def __init__(self, zk: ZooKeeper, authorizer: AclAuthorizer, *, clock) -> None:
-        self.zk = zk
+        super().__init__(zk)
         self.authorizer = authorizer
         self.clock = clock
         self._last_seen = dict.fromkeys(acl_paths.CHANGE_PATHS, -1)
-        self._running = False
-        self._again: set[str] = set()  # "load" or change paths to read again
         self.changes_applied = 0
-
-    def start(self) -> None:
-        """Follow ZooKeeper from now on: load at once if connected, and at each reconnection."""
-        self.zk.add_state_listener(self._on_state)
-        if self.zk.connected:
-            self._run("load")
-
-    def _on_state(self, state) -> None:
-        if state == CONNECTED:
-            self._run("load")
 
     def _watched(self, root: str) -> Callable:
         return lambda _event: self._run(root)
-
-    def _run(self, what: str) -> None:
-        self._again.add(what)
-        if not self._running:
-            self._drain()
-
-    @inlineCallbacks
-    def _drain(self):
-        self._running = True
-        try:
-            while self._again:
-                what = "load" if "load" in self._again else self._again.pop()
-                self._again.discard(what)
-                try:
-                    if what == "load":
-                        yield self._load()
-                    else:
-                        yield self._follow(what)
-                except UNAVAILABLE_ERRORS as exc:  # kept: the last cache serves until the next connection
-                    log.warning("ACLs not read from ZooKeeper (%s); serving the last ones read", exc)
-        finally:
-            self._running = False
 
     @inlineCallbacks
     def _load(self):

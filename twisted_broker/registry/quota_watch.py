@@ -24,54 +24,28 @@ from collections.abc import Sequence
 from twisted.internet.defer import inlineCallbacks
 
 from twisted_broker.registry.acl_paths import CHANGE_EXPIRY_MS
+from twisted_broker.registry.followed_nodes import FollowedNodes
 from twisted_broker.registry.quota_config import (
     CONFIG_CLIENTS, config_change_sequence, decode_entity_change, entity_of, entity_path, quota_values,
 )
 from twisted_broker.registry.user_config import CONFIG_CHANGES, CONFIG_USERS, decode_user_config
-from twisted_broker.registry.zookeeper import CONNECTED, UNAVAILABLE_ERRORS, NodeExistsError, NoNodeError, ZooKeeper
+from twisted_broker.registry.zookeeper import NodeExistsError, NoNodeError, ZooKeeper
 from twisted_broker.security.quota import ClientQuotas, Entity
 
 log = logging.getLogger(__name__)
 
 
-class QuotaCache:
+class QuotaCache(FollowedNodes):
     """Keeps ``quotas`` (one ClientQuotas per quota type) holding the cluster's quota entities.
     ``clock`` ages notifications; ``changes_applied`` counts entities re-read (for tests)."""
 
+    what_is_read = "quotas"
+
     def __init__(self, zk: ZooKeeper, quotas: Sequence[ClientQuotas], *, clock) -> None:
-        self.zk, self.quotas, self.clock = zk, quotas, clock
+        super().__init__(zk)
+        self.quotas, self.clock = quotas, clock
         self._last_seen = -1
-        self._running = False
-        self._again: set[str] = set()  # "load", "follow"
         self.changes_applied = 0
-
-    def start(self) -> None:
-        self.zk.add_state_listener(self._on_state)
-        if self.zk.connected:
-            self._run("load")
-
-    def _on_state(self, state) -> None:
-        if state == CONNECTED:
-            self._run("load")
-
-    def _run(self, what: str) -> None:
-        self._again.add(what)
-        if not self._running:
-            self._drain()
-
-    @inlineCallbacks
-    def _drain(self):
-        self._running = True
-        try:
-            while self._again:
-                what = "load" if "load" in self._again else self._again.pop()
-                self._again.discard(what)
-                try:
-                    yield (self._load() if what == "load" else self._follow())
-                except UNAVAILABLE_ERRORS as exc:
-                    log.warning("quotas not read from ZooKeeper (%s); keeping the last ones read", exc)
-        finally:
-            self._running = False
 
     @inlineCallbacks
     def _load(self):
@@ -92,7 +66,7 @@ class QuotaCache:
         log.info("loaded the quotas of %d config entities from ZooKeeper", sum(bool(c) for _, c in configs))
 
     @inlineCallbacks
-    def _follow(self):
+    def _follow(self, _what: str = "follow"):
         children = yield self._changes()
         now_ms = self.clock.seconds() * 1000
         for child in sorted(children, key=config_change_sequence):
