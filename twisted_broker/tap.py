@@ -49,7 +49,6 @@ from twisted_broker.kafka_listeners import (
 )
 from twisted_broker.storage.log_manager import LogManager
 from twisted_broker.twisted_logging import forward_logging
-from webui.service import LoginSettings, embedded_console
 
 DEFAULT_CONFIG = "etc/server.properties"
 
@@ -382,6 +381,9 @@ def debug_listener(config: BrokerConfig, options: Options, logs: LogManager, sta
 def console(config: BrokerConfig, options: Options, logs: LogManager, stats: BrokerStats, zk, figures,
             kafka: KafkaListener | None, service: BrokerService, authorizer: AclAuthorizer | None, reactor):
     """The embedded admin console (``--webui``), following the broker's ACLs if it has them."""
+    # Imported here, not at the top: klein, werkzeug, jinja2 and prometheus_client are about a
+    # third of a broker's start-up imports, and most brokers run without a console.
+    from webui.service import LoginSettings, embedded_console
     kafka_requests = kafka and kafka.requests
     return embedded_console(
         serverFromString(reactor, options["webui"]), reactor=reactor, broker_id=config.brokerid,
