@@ -180,12 +180,13 @@ def fetch_woken(port: int, topic: str, n: int) -> int:
 
 def paced_latency(port: int, topic: str, n: int, rate: float) -> tuple[list[int], int]:
     """``n`` one-message Produce requests at ``rate`` per second while one consumer long-polls
-    at the end; returns (latencies in ns, messages delivered)."""
+    at the end; returns (latencies in ns, Fetch answers that brought messages)."""
     stamped = SMALL_PAYLOAD[_STAMP.size:]
     probe = encode_message_set([SMALL_PAYLOAD])
     stamp_at, entry_bytes = probe.index(SMALL_PAYLOAD), len(probe)
     offset = latest_offset(port, topic)
     latencies: list[int] = []
+    answers = 0
     with connect(port) as consumer, connect(port) as producer:
         reader = FrameReader(consumer)
         selector = selectors.DefaultSelector()
@@ -212,6 +213,7 @@ def paced_latency(port: int, topic: str, n: int, rate: float) -> tuple[list[int]
             for position in range(0, len(data) - entry_bytes + 1, entry_bytes):
                 latencies.append(received - _STAMP.unpack_from(data, position + stamp_at)[0])
             offset += len(data)
+            answers += 1 if len(data) else 0
             consumer.sendall(fetch_07(topic, offset))
         selector.close()
-    return latencies, len(latencies)
+    return latencies, answers

@@ -51,7 +51,8 @@ def _extra(row: dict) -> str:
         notes.append(f"round trip p50 {broker['rtt_p50_us']:,.0f} / {floor['rtt_p50_us']:,.0f} µs")
     if "latency_p50_ms" in broker:
         notes.append(f"latency p50 {broker['latency_p50_ms']:.2f} / {floor['latency_p50_ms']:.2f} ms, "
-                     f"p99 {broker['latency_p99_ms']:.2f} / {floor['latency_p99_ms']:.2f} ms")
+                     f"p99 {broker['latency_p99_ms']:.2f} / {floor['latency_p99_ms']:.2f} ms, messages per "
+                     f"Fetch answer {broker['messages_per_fetch_answer']:.1f} / {floor['messages_per_fetch_answer']:.1f}")
     if broker.get("children_cpu_us", 0) >= 0.05:
         notes.append(f"fsync process {broker['children_cpu_us']:.1f} µs")
     if broker["all_cpu_us"] - broker["cpu_us"] - broker.get("children_cpu_us", 0) > 0.05:

@@ -25,7 +25,8 @@ Rows (``BENCH_SMALL_SCALE`` multiplies every count; 1 by default):
 - latency run: 5,000 messages/s, one 0.7 Produce per message, one consumer long-polling at the
   end, factor 1 (the same settings): CPU per message end to end, and the wakes per message:
   the measured process's context switches (voluntary + involuntary, summed over its live
-  threads' /proc status) per message delivered; the fsync process's are not in it.
+  threads' /proc status) per message delivered; the fsync process's are not in it. How many
+  messages each Fetch answer brought is beside it: above 1, the server coalesced (a backlog).
 """
 
 from __future__ import annotations
@@ -108,11 +109,12 @@ def _fetch_woken(server, topic: str, n: int) -> dict:
 
 
 def _latency(server, topic: str, n: int) -> dict:
-    latencies, delivered = clients.paced_latency(server.port, topic, n, SMALL_RATE)
+    latencies, answers = clients.paced_latency(server.port, topic, n, SMALL_RATE)
+    delivered = len(latencies)
     if delivered < n:
         raise RuntimeError(f"the latency run delivered {delivered} of {n} messages")
     ordered = sorted(latencies[len(latencies) // 50:])  # the first 2% dropped, as bench/paper.py does
-    return {"requests": delivered, "latency_p50_ms": ordered[len(ordered) // 2] / 1e6,
+    return {"requests": delivered, "messages_per_fetch_answer": delivered / answers, "latency_p50_ms": ordered[len(ordered) // 2] / 1e6,
             "latency_p99_ms": ordered[int(len(ordered) * 0.99)] / 1e6}
 
 
