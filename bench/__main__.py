@@ -15,6 +15,9 @@ BENCHMARKS["modern"] = lambda: __import__("bench.modern", fromlist=["run"]).run(
 BENCHMARKS["security"] = lambda: __import__("bench.security", fromlist=["run"]).run()
 # the comparison with RabbitMQ, ActiveMQ, Redis and NATS (their servers: the Makefile's peer-packages)
 BENCHMARKS["paper"] = lambda: __import__("bench.paper", fromlist=["run"]).run()
+# issue 24: the broker's CPU per small request beside a bare Twisted floor (after paper, which
+# rewrites bench/results/latest.md; this replaces its own section of it)
+BENCHMARKS["small"] = lambda: __import__("bench.small_requests", fromlist=["run"]).run()
 
 
 def main() -> None:
