@@ -51,6 +51,12 @@ class BrokerProcess:
         self.port: int | None = None
 
     def start(self, timeout_s: float = 30.0) -> "BrokerProcess":
+        self.launch()
+        return self.wait_listening(timeout_s)
+
+    def launch(self) -> None:
+        """Start the process without waiting for it (``wait_listening`` does): brokers launched
+        together start together."""
         if self.port_file.exists():
             self.port_file.unlink()
         # stderr to a file, not a pipe nobody reads: a chatty process would block on it.
@@ -59,6 +65,8 @@ class BrokerProcess:
                 [*TWISTD, "-n", "--pidfile=", f"--logfile={self.log_file}", "broker",
                  "--config", str(self.config), "--port-file", str(self.port_file), *self.extra_args],
                 cwd=self.directory, stdout=subprocess.DEVNULL, stderr=stderr)
+
+    def wait_listening(self, timeout_s: float = 30.0) -> "BrokerProcess":
         deadline = time.monotonic() + timeout_s
         while not (self.port_file.exists() and self.port_file.read_text().strip()):
             if self.process.poll() is not None:

@@ -39,12 +39,15 @@ class ReplicatedCluster:
         self.brokers: dict[int, BrokerProcess] = {}
 
     def start(self, broker_id: int) -> BrokerProcess:
+        return self._broker(broker_id).start()
+
+    def _broker(self, broker_id: int) -> BrokerProcess:
         broker = self.brokers.get(broker_id)
         if broker is None:
             broker = self.brokers[broker_id] = BrokerProcess(
                 self.root / f"broker-{broker_id}", broker_id=broker_id, zk_connect=self.zk_connect,
                 properties=self.properties)
-        return broker.start()
+        return broker
 
     def live(self) -> list[BrokerProcess]:
         return [b for b in self.brokers.values() if b.process is not None and b.process.poll() is None]
@@ -63,8 +66,11 @@ class ReplicatedCluster:
 
     def start_all(self, count: int = 3) -> None:
         """Start brokers 0 to ``count - 1`` and wait until each sees the others."""
-        for broker_id in range(count):
-            self.start(broker_id)
+        brokers = [self._broker(broker_id) for broker_id in range(count)]
+        for broker in brokers:  # launched together: their start-ups overlap
+            broker.launch()
+        for broker in brokers:
+            broker.wait_listening()
         self.wait_until_all_see_each_other()
 
     def wait_until_all_see_each_other(self) -> None:
