@@ -39,14 +39,19 @@ class ReplicatedCluster:
         self.brokers: dict[int, BrokerProcess] = {}
 
     def start(self, broker_id: int) -> BrokerProcess:
-        return self._broker(broker_id).start()
+        return self.started(self.broker(broker_id).start())
 
-    def _broker(self, broker_id: int) -> BrokerProcess:
+    def broker(self, broker_id: int) -> BrokerProcess:
+        """Broker ``broker_id``'s process, made on first use (kept across restarts)."""
         broker = self.brokers.get(broker_id)
         if broker is None:
             broker = self.brokers[broker_id] = BrokerProcess(
                 self.root / f"broker-{broker_id}", broker_id=broker_id, zk_connect=self.zk_connect,
                 properties=self.properties)
+        return broker
+
+    def started(self, broker: BrokerProcess) -> BrokerProcess:
+        """What a start waits for once the broker listens (a subclass may wait for more)."""
         return broker
 
     def live(self) -> list[BrokerProcess]:
@@ -66,11 +71,11 @@ class ReplicatedCluster:
 
     def start_all(self, count: int = 3) -> None:
         """Start brokers 0 to ``count - 1`` and wait until each sees the others."""
-        brokers = [self._broker(broker_id) for broker_id in range(count)]
+        brokers = [self.broker(broker_id) for broker_id in range(count)]
         for broker in brokers:  # launched together: their start-ups overlap
             broker.launch()
         for broker in brokers:
-            broker.wait_listening()
+            self.started(broker.wait_listening())
         self.wait_until_all_see_each_other()
 
     def wait_until_all_see_each_other(self) -> None:

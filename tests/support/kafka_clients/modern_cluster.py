@@ -103,17 +103,20 @@ class ModernCluster(ReplicatedCluster):
         self.kafka_ports: dict[int, int] = {}
         self.apis: dict[int, tuple[int, int]] = {}
 
-    def start(self, broker_id: int) -> BrokerProcess:
+    def broker(self, broker_id: int) -> BrokerProcess:
         kafka_port = self.kafka_ports.setdefault(broker_id, free_port())
         if broker_id not in self.brokers:
             self.brokers[broker_id] = BrokerProcess(
                 self.root / f"broker-{broker_id}", broker_id=broker_id, zk_connect=self.zk_connect,
                 properties={**self.properties, "kafka.port": str(kafka_port)})
-        broker = self.brokers[broker_id].start()
+        return self.brokers[broker_id]
+
+    def started(self, broker: BrokerProcess) -> BrokerProcess:
+        kafka_port = self.kafka_ports[broker.broker_id]
         apis = wait_for_listener(broker, kafka_port)
         if apis is None:
             self.stop_all()
-            pytest.fail(f"kafka.port={kafka_port} of broker {broker_id} opened no listener that answers "
+            pytest.fail(f"kafka.port={kafka_port} of broker {broker.broker_id} opened no listener that answers "
                         f"ApiVersions v0 within {LISTEN_TIMEOUT_S:.0f} s\n{broker.log_tail()}")
         self.apis = apis
         return broker
