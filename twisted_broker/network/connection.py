@@ -44,7 +44,7 @@ from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.protocol import Protocol
 
 from twisted_broker.network.framing import FrameDecoder, FrameTooLarge
-from twisted_broker.network.file_streaming import close_regions, is_region, stream_region, wait_for_drain
+from twisted_broker.network.file_streaming import all_plain, close_regions, is_region, stream_region, wait_for_drain
 from twisted_broker.network.request_budget import BudgetedFrames, RequestBudget
 from twisted_broker.network.socket_options import set_socket_options
 log = logging.getLogger(__name__)
@@ -69,6 +69,7 @@ class FramedConnection(BudgetedFrames, Protocol):
     (server/stats.py's RequestStats: connection_opened, record, bytes_read, ...)."""
 
     cancel_answers_on_loss = False  # the connection going cancels a Deferred answer (waits that drop cleanly)
+    may_hold = True  # False: ``hold`` is not asked (no closure made per request)
     principal = "User:ANONYMOUS"  # the peer, as Kafka's authorizer names it, until an authentication names another
 
     def __init__(self, requests, *, max_request_size: int = DEFAULT_MAX_REQUEST_BYTES,
@@ -202,7 +203,7 @@ class FramedConnection(BudgetedFrames, Protocol):
             except RefusedRequest as exc:
                 self._refuse(str(exc))
                 return
-            held = self.hold(request, lambda request=request: self._answer_held(request))
+            held = self.hold(request, lambda request=request: self._answer_held(request)) if self.may_hold else None
             if held is not None:
                 self._busy = True
                 self._held = held
@@ -259,8 +260,7 @@ class FramedConnection(BudgetedFrames, Protocol):
             self._respond(request, started, pieces)
 
     def _answer_held(self, request) -> None:
-        self._held = None
-        # The time in the statistics is the work of answering, as for any other request.
+        self._held = None  # timed from now: the statistics' time is the work of answering
         self._answer_later(request, time.perf_counter())
 
     def _answer_later(self, request, started: float, pieces: list | None = None) -> None:
@@ -291,7 +291,7 @@ class FramedConnection(BudgetedFrames, Protocol):
         self._connection.requests += 1
         self._connection.responses += bool(pieces)
         self._connection.last_request = name
-        if not any(is_region(piece) for piece in pieces):
+        if all_plain(pieces):
             self._write_bytes(pieces)
             self._stats.record(request_type, time.perf_counter() - started)
             if self._unconfirmed_bytes >= PACE_BYTES:

@@ -56,6 +56,14 @@ def is_region(piece: object) -> bool:
     return not isinstance(piece, PLAIN_PIECES)
 
 
+def all_plain(pieces) -> bool:
+    """Whether ``pieces`` hold no file region (a loop, not ``any`` over a generator: per request)."""
+    for piece in pieces:
+        if not isinstance(piece, PLAIN_PIECES):
+            return False
+    return True
+
+
 def close_regions(pieces) -> None:
     """Close the file regions among ``pieces`` (an answer that will never be sent)."""
     for piece in pieces:

@@ -36,9 +36,10 @@ from twisted_broker.network.tls_principal import CertificatePrincipal
 __all__ = ["KafkaModernFactory", "KafkaModernProtocol", "decode_frame"]
 
 
-def decode_frame(frame, api_keys) -> Request:
+def decode_frame(frame, api_keys, **context) -> Request:
     """The request in ``frame`` (the bytes after its size), of one of ``api_keys`` (those the
-    table has handlers for). Raises RefusedRequest, naming what is wrong."""
+    table has handlers for), with the fields of ``context`` (codec/kafka's ``decode_request``).
+    Raises RefusedRequest, naming what is wrong."""
     try:
         if len(frame) < INT16.size:
             raise Truncated(0, INT16.size, len(frame))
@@ -46,7 +47,7 @@ def decode_frame(frame, api_keys) -> Request:
         if api_key not in api_keys:
             raise RefusedRequest(f"malformed request: unknown request type {api_key}")
         try:
-            return decode_request(frame)
+            return decode_request(frame, **context)
         except UnsupportedVersion as exc:
             if api_key == API_VERSIONS:  # answered with the supported list, whatever its body
                 return Request(exc.api_key, exc.api_version, exc.correlation_id, None, None)
@@ -71,17 +72,26 @@ class KafkaModernProtocol(MutedConnection, CertificatePrincipal, FramedConnectio
         self._handlers = table.handlers
         self._client_host = ""
         self.listener_name = listener_name
+        self._throttle = self.throttle  # one bound method, not one per request
 
     def decode(self, frame) -> Request:
-        return decode_frame(frame, self._handlers)
+        # What the connection knows goes with the request when it is made (not by a copy per
+        # request in ``handle``): nothing between this and ``handle`` changes it.
+        return decode_frame(frame, self._handlers, client_host=self._peer_host(), principal=self.principal,
+                            listener=self.listener_name, throttle=self._throttle)
 
-    def handle(self, request: Request):
+    def _peer_host(self) -> str:
         # The peer's address goes with the request, for JoinGroup's member host.
         if not self._client_host:
             peer = self.transport.getPeer()
             self._client_host = f"/{getattr(peer, 'host', peer)}"
-        request = replace(request, client_host=self._client_host, principal=self.principal,
-                          listener=self.listener_name, throttle=self.throttle)
+        return self._client_host
+
+    def handle(self, request: Request):
+        if (request.client_host != self._peer_host() or request.principal != self.principal
+                or request.listener != self.listener_name or request.throttle != self._throttle):
+            request = replace(request, client_host=self._client_host, principal=self.principal,
+                              listener=self.listener_name, throttle=self._throttle)
         try:
             body = self._handlers[request.api_key](request)
         except CloseConnection as exc:  # a refusal with no answer to carry it (acks=0)

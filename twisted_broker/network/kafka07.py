@@ -24,6 +24,7 @@ from twisted_broker.network.tls_principal import CertificatePrincipal
 __all__ = ["KafkaServerFactory", "KafkaServerProtocol"]
 
 _REQUEST_TYPES = {**REQUEST_TYPES, **REPLICATION_REQUEST_TYPES}
+_DESCRIPTIONS = {cls: (request_type, ALL_REQUEST_NAMES[request_type]) for cls, request_type in _REQUEST_TYPES.items()}
 
 
 class KafkaServerProtocol(CertificatePrincipal, FramedConnection):
@@ -38,6 +39,8 @@ class KafkaServerProtocol(CertificatePrincipal, FramedConnection):
         self._table = table
         # fetch.wait.max.ms; needs the clock.
         self._fetch_wait_s = fetch_wait_max_ms / 1000 if clock is not None else 0.0
+        self.may_hold = bool(self._fetch_wait_s)
+        self._host = None  # the peer's address, read once (for the ACLs)
 
     def decode(self, frame):
         try:
@@ -46,15 +49,15 @@ class KafkaServerProtocol(CertificatePrincipal, FramedConnection):
             raise RefusedRequest(f"malformed request: {exc}") from None
 
     def handle(self, request):
-        peer = self.transport.getPeer()
+        if self._host is None:
+            self._host = getattr(self.transport.getPeer(), "host", "")
         try:
-            return self._table.handle(request, self.principal, getattr(peer, "host", ""))
+            return self._table.handle(request, self.principal, self._host)
         except CloseConnection as exc:
             raise RefusedRequest(str(exc)) from exc
 
     def describe(self, request) -> tuple[int, str]:
-        request_type = _REQUEST_TYPES[type(request)]
-        return request_type, ALL_REQUEST_NAMES[request_type]
+        return _DESCRIPTIONS[type(request)]
 
     def hold(self, request, resume):
         if not self._fetch_wait_s:

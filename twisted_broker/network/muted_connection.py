@@ -21,6 +21,8 @@ class MutedConnection:
 
     _muted_until_s = 0.0
     _unmute_call = None
+    may_hold = False  # FramedConnection asks ``hold`` only once a mute has been set
+
 
     def throttle(self, throttle_ms: int) -> None:
         """Mute for ``throttle_ms`` from now (a longer mute already running is kept)."""
@@ -31,6 +33,7 @@ class MutedConnection:
         if until <= self._muted_until_s:
             return
         self._muted_until_s = until
+        self.may_hold = True
         if not self._paused:
             self._paused = True
             self.transport.pauseProducing()

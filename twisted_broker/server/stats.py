@@ -42,7 +42,8 @@ class WindowedCounter:
         self.total = 0
 
     def add(self, count: int = 1) -> None:
-        self._roll()
+        if self._now() - self._window_start >= self._window:  # per event: no call unless it rolls
+            self._roll()
         self._current += count
         self.total += count
 
@@ -201,10 +202,17 @@ class BrokerStats:
         """Count what one produce appended to a partition: its topic's and all topics'
         messages and bytes in, and the partition's message rate. The one place every produce
         path (0.7, replicated 0.7, ProduceAck, today's Produce) counts its appends."""
-        for stats in (self.topic(topic), self.all_topics):
-            stats.messages_in += messages
-            stats.bytes_in += size
-        self.appended(topic, partition, messages)
+        stats = self.topics.get(topic) or self.topic(topic)
+        stats.messages_in += messages
+        stats.bytes_in += size
+        all_topics = self.all_topics
+        all_topics.messages_in += messages
+        all_topics.bytes_in += size
+        counter = self.log_messages.get((topic, partition))
+        if counter is None:
+            self.appended(topic, partition, messages)
+        else:
+            counter.add(messages)
 
     def appended(self, topic: str, partition: int, count: int) -> None:
         """Count a message set appended to a log: one call per set, not per message."""

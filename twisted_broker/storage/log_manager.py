@@ -62,6 +62,9 @@ class LogManager:
         self.flusher = flusher or InlineFlusher()
         self.visible_at_append = visible_at_append  # 0.7 topics' logs: log.visibility=committed
         self._logs: dict[str, dict[int, Log]] = {}
+        # Names of topics held here already checked, with the length limit they were checked
+        # against: a request's name is checked once, not per request (one per log: bounded).
+        self._checked_names: dict[str, int] = {}
         self.recovered_bytes = 0
         self.opened = False
 
@@ -135,7 +138,10 @@ class LogManager:
 
     def check_partition(self, topic: str, partition: int) -> None:
         """Raise InvalidTopic or WrongPartition unless ``topic``/``partition`` may exist here."""
-        check_topic_name(topic, self.max_topic_name_length)
+        if self._checked_names.get(topic) != self.max_topic_name_length:
+            check_topic_name(topic, self.max_topic_name_length)
+            if topic in self._logs:
+                self._checked_names[topic] = self.max_topic_name_length
         count = self.partitions_for(topic)
         if not 0 <= partition < count:
             raise WrongPartition(f"partition {partition} of {topic!r} is not in [0, {count})")
@@ -143,7 +149,8 @@ class LogManager:
     def get_log(self, topic: str, partition: int) -> Log | None:
         """The log, or None if it was never created. Raises like ``check_partition``."""
         self.check_partition(topic, partition)
-        return self._logs.get(topic, {}).get(partition)
+        partitions = self._logs.get(topic)
+        return partitions.get(partition) if partitions is not None else None
 
     def get_or_create_log(self, topic: str, partition: int) -> Log:
         """The log, created (directory and first segment) if needed. Raises like ``check_partition``."""

@@ -79,8 +79,9 @@ def peek_header(frame: Buffer) -> tuple[int, int, int]:
     return _HEADER_FIXED.unpack_from(frame, 0)
 
 
-def decode_request(frame: Buffer) -> Request:
-    """Decode a request frame's contents (the bytes after its size).
+def decode_request(frame: Buffer, **context) -> Request:
+    """Decode a request frame's contents (the bytes after its size); ``context`` fills the
+    fields not on the wire (``client_host``, ``principal``, ``listener``, ``throttle``).
 
     Raises UnsupportedVersion before reading the body (so its header fields are all that must
     be well formed), Truncated or Malformed for a body that is not its schema, trailing bytes
@@ -94,7 +95,7 @@ def decode_request(frame: Buffer) -> Request:
     body, pos = schema.decode(frame, pos)
     if pos != len(frame):
         raise Malformed(pos, f"{len(frame) - pos} bytes after the request body")
-    return Request(api_key, api_version, correlation_id, client_id, body, size=len(frame))
+    return Request(api_key, api_version, correlation_id, client_id, body, size=len(frame), **context)
 
 
 def encode_request(api_key: int, api_version: int, correlation_id: int, client_id: str | None,

@@ -219,6 +219,12 @@ def validate_message_set(buf: Buffer, *, max_message_size: int | None = None,
     """
     if type(buf) is not bytes and len(buf) <= COPY_TO_SCAN_BYTES:
         buf = bytes(buf)  # one copy, so that scan slices bytes, not a view, per message
+    end = len(buf)
+    # The usual set, plain messages only, walked as scan's first step would; scan only when
+    # it stops short (a wrapper, an error, an oversize payload), to say what it stopped at.
+    pos, count = _scan_plain(buf, 0, end, end if max_message_size is None else max_message_size + 6)
+    if pos == end:
+        return ValidatedMessageSet(memoryview(buf), count)
     result = scan(buf, check_crc=True, deep=True, max_payload_bytes=max_message_size,
                   max_decompressed_bytes=max_decompressed_bytes)
     if result.error is not None and not (

@@ -57,6 +57,15 @@ class ProduceRequest:
 
     @classmethod
     def decode(cls, buf: Buffer, pos: int) -> tuple["ProduceRequest", int]:
+        # The usual request, read inline (one of these per message a producer sends one at a
+        # time); anything short or odd takes the checked path below, which says what is wrong.
+        (length,) = INT16.unpack_from(buf, pos) if len(buf) - pos >= 2 else (-1,)
+        head = pos + 2 + length
+        if length >= 0 and len(buf) - head >= 8:
+            partition, size = _PRODUCE.unpack_from(buf, head)
+            if 0 <= size <= len(buf) - head - 8:
+                topic = str(buf[pos + 2:head], "utf-8")
+                return cls(topic, partition, memoryview(buf)[head + 8:head + 8 + size]), head + 8 + size
         topic, pos = decode_short_string(buf, pos)
         partition, size = unpack_at(_PRODUCE, buf, pos)
         pos += _PRODUCE.size
@@ -77,6 +86,10 @@ class FetchRequest:
 
     @classmethod
     def decode(cls, buf: Buffer, pos: int) -> tuple["FetchRequest", int]:
+        (length,) = INT16.unpack_from(buf, pos) if len(buf) - pos >= 2 else (-1,)
+        head = pos + 2 + length
+        if length >= 0 and len(buf) - head >= _FETCH.size:  # the usual request, read inline
+            return cls(str(buf[pos + 2:head], "utf-8"), *_FETCH.unpack_from(buf, head)), head + _FETCH.size
         topic, pos = decode_short_string(buf, pos)
         partition, offset, max_size = unpack_at(_FETCH, buf, pos)
         return cls(topic, partition, offset, max_size), pos + _FETCH.size
@@ -94,6 +107,10 @@ class OffsetRequest:
 
     @classmethod
     def decode(cls, buf: Buffer, pos: int) -> tuple["OffsetRequest", int]:
+        (length,) = INT16.unpack_from(buf, pos) if len(buf) - pos >= 2 else (-1,)
+        head = pos + 2 + length
+        if length >= 0 and len(buf) - head >= _OFFSETS.size:  # the usual request, read inline
+            return cls(str(buf[pos + 2:head], "utf-8"), *_OFFSETS.unpack_from(buf, head)), head + _OFFSETS.size
         topic, pos = decode_short_string(buf, pos)
         partition, time, max_offsets = unpack_at(_OFFSETS, buf, pos)
         return cls(topic, partition, time, max_offsets), pos + _OFFSETS.size
@@ -157,7 +174,7 @@ def decode_request(frame: Buffer, classes: dict[int, type] = REQUEST_CLASSES) ->
     TrailingBytes or UnicodeDecodeError: 0.7 closes the connection for all of them.
 
     ``classes`` is the table of request types served (replication adds its own to 0.7's)."""
-    (request_type,) = unpack_at(INT16, frame, 0)
+    (request_type,) = INT16.unpack_from(frame, 0) if len(frame) >= 2 else unpack_at(INT16, frame, 0)
     cls = classes.get(request_type)
     if cls is None:
         raise UnknownRequestType(request_type)

@@ -46,6 +46,18 @@ class PartitionFinder:
     @inlineCallbacks
     def for_write(self, topic: str, partition: int, acks: int):
         """The Target a produce appends to (its log created if needed). Raises PartitionError."""
+        target = self.for_write_now(topic, partition, acks)
+        if target is not None:
+            return target
+        local = yield self._local(topic, partition)
+        return self._local_for_write(topic, local)
+
+    def layout_known(self, topic: str, partition: int) -> bool:
+        """Whether ``for_write_now`` answers at once (does not return None), with no effect."""
+        return self.is_replicated(topic) or self.view.local_partition_now(topic, partition) is not None
+
+    def for_write_now(self, topic: str, partition: int, acks: int) -> Target | None:
+        """As ``for_write`` without waiting; None when the partition layout must be read first."""
         if self.is_replicated(topic):
             try:
                 replica = self.replicas.leader_for_write(topic, partition, acks)
@@ -56,7 +68,14 @@ class PartitionFinder:
             # Just started: a topic not known here may be a replicated one all the same.
             raise PartitionError(kafka_errors.NOT_LEADER_FOR_PARTITION,
                                  f"{topic}: replication's state not read from ZooKeeper yet")
-        local = yield self._local(topic, partition)
+        local = self.view.local_partition_now(topic, partition)
+        if local is None:
+            return None
+        if local < 0:
+            raise PartitionError(-local, f"partition {partition} of {topic!r}")
+        return self._local_for_write(topic, local)
+
+    def _local_for_write(self, topic: str, local: int) -> Target:
         try:
             return Target(self.view.logs.get_or_create_log(topic, local), None, 0)
         except (InvalidTopic, WrongPartition) as exc:

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import logging
 
-from twisted.internet.defer import Deferred, DeferredList, inlineCallbacks
+from twisted.internet.defer import Deferred, DeferredList, fail, inlineCallbacks
 
 from twisted_broker.coordinator.producer.producer_state import ProducerStates
 from twisted_broker.codec.kafka import errors as kafka_errors
@@ -91,10 +91,56 @@ class ProduceRequests:
         Never for an idempotent producer's batches: those are served one request at a time, as
         Kafka serves every request (the nemesis of 2026-12-06 saw two such batches, both
         appended before a refusal after the append, stored again by the producer's retries)."""
+        body = request.body
+        if body["acks"] in (0, 1) and all(self.partitions.layout_known(topic["name"], part["index"])
+                                          for topic in body["topic_data"] for part in topic["partition_data"]):
+            try:  # nothing to wait for: the answer itself, not a Deferred of it
+                return self._produce_now(request)
+            except Exception:  # noqa: BLE001 - answered as a failed Deferred answer is (the connection closes)
+                return fail()
         done: list = []
         answer = self._produce(request, done)
         answer.writes_done = done.__len__
         return answer
+
+    def _produce_now(self, request: Request):
+        """``_produce`` for acks 0 and 1 when every partition's layout is known: no waits."""
+        body = request.body
+        acks, answers = body["acks"], []
+        for topic, part, answer in partition_answers(body["topic_data"], answers, PRODUCED, asked="partition_data",
+                                                     index="index", answered="partition_responses"):
+            if body.get("transactional_id") is not None:
+                answer["error_code"] = kafka_errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+                continue
+            try:
+                target = self.partitions.for_write_now(topic["name"], part["index"], acks)
+            except PartitionError as exc:
+                answer["error_code"] = exc.code
+                continue
+            except OSError as exc:  # the log's directory could not be made
+                _storage_error(topic, part, answer, exc)
+                continue
+            self._append_part(request, topic, part, answer, target)
+        return None if acks == 0 else {"responses": answers, "throttle_time_ms": 0}
+
+    def _append_part(self, request: Request, topic: dict, part: dict, answer: dict, target: Target):
+        """Check and append one partition's records, filling in ``answer``; returns its batches
+        (None: refused, the error in ``answer``)."""
+        try:
+            batches = self._batches(part["records"])
+            answer["base_offset"] = self._append(target, batches)
+            answer["log_start_offset"] = earliest(target.log)
+        except BadRecords as exc:
+            answer["error_code"] = exc.code
+            log.warning("refused produce to %s-%d from %s: %s", topic["name"], part["index"], request.client_id, exc)
+            return None
+        except PartitionError as exc:
+            answer["error_code"] = exc.code
+            return None
+        except OSError as exc:
+            _storage_error(topic, part, answer, exc)
+            return None
+        return batches
 
     @inlineCallbacks
     def _produce(self, request: Request, done: list):
@@ -112,20 +158,16 @@ class ProduceRequests:
                 continue
             try:
                 target = yield self.partitions.for_write(topic["name"], part["index"], acks)
-                batches = self._batches(part["records"])
-                idempotent = idempotent or any(header.producer_id >= 0 for _batch, header, _values in batches)
-                answer["base_offset"] = self._append(target, batches)
-                answer["log_start_offset"] = earliest(target.log)
-            except (PartitionError, BadRecords) as exc:
+            except PartitionError as exc:
                 answer["error_code"] = exc.code
-                if isinstance(exc, BadRecords):
-                    log.warning("refused produce to %s-%d from %s: %s", topic["name"], part["index"],
-                                request.client_id, exc)
                 continue
             except OSError as exc:
-                log.error("append to %s-%d failed: %s", topic["name"], part["index"], exc)
-                answer["error_code"] = kafka_errors.KAFKA_STORAGE_ERROR
+                _storage_error(topic, part, answer, exc)
                 continue
+            batches = self._append_part(request, topic, part, answer, target)
+            if batches is None:
+                continue
+            idempotent = idempotent or any(header.producer_id >= 0 for _batch, header, _values in batches)
             if acks == -1 and target.replica is not None:
                 waits.append((answer, self.replicas.wait_for_commit(target.replica, target.replica.log.written_end,
                                                                     timeout_ms)))
@@ -222,6 +264,11 @@ class ProduceRequests:
             self.producers.forget(key)
         self._epochs[key] = target.leader_epoch
         return self.producers.table(key, lambda: iter_batch_headers(log_))
+
+
+def _storage_error(topic: dict, part: dict, answer: dict, exc: OSError) -> None:
+    log.error("append to %s-%d failed: %s", topic["name"], part["index"], exc)
+    answer["error_code"] = kafka_errors.KAFKA_STORAGE_ERROR
 
 
 def wait_visible(log_: Log, end: int, timeout_ms: int, clock) -> Deferred:
