@@ -10,8 +10,9 @@ delivered on the broker's own clock (sim_broker.BrokerClock), so a crashed broke
 Faults: ``cut(client)`` partitions a client from the server. The client notices after a
 delay (SUSPENDED; operations in flight fail with ConnectionLoss, as kazoo's do) and the server
 expires the session once it has heard nothing for the session timeout: its ephemeral nodes go
-(firing others' watches) and its watches are dropped. ``heal`` reconnects: CONNECTED on the
-same session if it lived, else LOST then CONNECTED on a new session, as kazoo reports it.
+(firing others' watches) and its watches are dropped. Answers and events due while it is cut
+are held, in order, until ``heal``, which reconnects: CONNECTED on the same session if it
+lived, else LOST then CONNECTED on a new session, as kazoo reports it.
 """
 
 from __future__ import annotations
@@ -243,6 +244,8 @@ class SimZooKeeper:
         self._last_apply = 0.0  # FIFO: apply and deliver times never go back for this client
         self._last_deliver = 0.0
         self._cut_at: float | None = None
+        self._held: list = []  # deliveries while partitioned, in order: sent once the link is back
+        self._in_flight: list[Deferred] = []  # operations not answered yet
         self.dead = False  # the broker crashed: its session lingers until it expires
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -306,6 +309,14 @@ class SimZooKeeper:
         if not self.link_up and self._cut_at == cut_at and not self.dead:
             self._generation += 1
             self._set_state(SUSPENDED)
+            self._fail_in_flight()
+
+    def _fail_in_flight(self) -> None:
+        """The connection is lost: every operation in flight fails with ConnectionLoss at once,
+        as kazoo's do (applied perhaps; their answers, held or late, are dropped)."""
+        in_flight, self._in_flight = self._in_flight, []
+        for d in in_flight:
+            self._deliver(lambda d=d: d.called or d.errback(ConnectionLoss()), local=True)
 
     def _expire_if_still_cut(self, session, cut_at) -> None:
         if not self.link_up and self._cut_at == cut_at:
@@ -316,6 +327,13 @@ class SimZooKeeper:
             return
         self.link_up = True
         self._cut_at = None
+        # What the partition held comes now, in order (the server resends it; TCP retransmits
+        # what was under way). It was held until a session timeout after the cut, however soon
+        # the link came back: a reconnected leader then waited that long for its states and
+        # stayed fenced, its ISR unwritten.
+        held, self._held = self._held, []
+        for call in held:
+            self._deliver(call, after=self.server.delay())
         self.server.clock.callLater(self.server.rng.uniform(0.01, 0.5), self._reconnect)
 
     def _reconnect(self) -> None:
@@ -326,6 +344,7 @@ class SimZooKeeper:
                 return
             self._generation += 1
             self._set_state(SUSPENDED)
+            self._fail_in_flight()
         self._generation += 1
         if not self.session.alive:
             self._set_state(LOST)
@@ -359,8 +378,10 @@ class SimZooKeeper:
         d = Deferred()
         generation = self._generation
         if self.state != CONNECTED or self.dead:
-            self._deliver(lambda: d.errback(ConnectionLoss()))
+            self._deliver(lambda: d.errback(ConnectionLoss()), local=not self.link_up)
             return d
+        self._in_flight = [x for x in self._in_flight if not x.called]
+        self._in_flight.append(d)
         server = self.server
         at = max(self._last_apply, server.clock.seconds() + server.delay())
         self._last_apply = at
@@ -375,6 +396,8 @@ class SimZooKeeper:
                     outcome = (False, exc)
 
             def answer() -> None:
+                if d.called:
+                    return  # failed when the connection was lost
                 if generation != self._generation:
                     d.errback(ConnectionLoss())  # applied perhaps, but the answer was lost
                 elif outcome[0]:
@@ -387,7 +410,7 @@ class SimZooKeeper:
 
     def deliver_event(self, callback, event) -> None:
         """A watch fired at the server: delivered in order with this session's answers (while
-        partitioned, it is held until the link is back, as the server resends it then)."""
+        partitioned, it is held until the link is back, as the server resends it then: ``heal``)."""
         self._deliver(lambda: callback(event), after=self.server.delay())
 
     def _deliver(self, call, *, after: float = 0.0, local: bool = False) -> None:
@@ -397,8 +420,9 @@ class SimZooKeeper:
         if local:
             self.clock.callLater(after, call)
             return
-        at = max(self._last_deliver, now + after)
         if not self.link_up and self._cut_at is not None:
-            at = max(at, now + self.session_timeout_s)  # not before the partition can have healed
+            self._held.append(call)  # until the link is back (heal)
+            return
+        at = max(self._last_deliver, now + after)
         self._last_deliver = at
         self.clock.callLater(at - now, call)

@@ -87,6 +87,12 @@ REGRESSION_SEEDS = [
     # again, and the disk's repair did not restart it; the partition, whose ISR was that
     # broker alone, stayed offline (liveness). A given-up replica needs a new process.
     pytest.param(570033163, "disk", {}, id="sim-disk-repair-restarts-a-broker-that-gave-up-seed570033163"),
+    # Finding (truncation by epoch): every ISR member lost power; the one elected had lost its
+    # whole log and led a new epoch from offset 0. Its answer to the other's epoch question
+    # was "unknown" (all its epochs were newer), so that follower cut only to its high
+    # watermark and kept 13369 bytes as committed that its leader never had
+    # (committed-data-lost). The leader now answers as Kafka's cache does (epochs.end_offset_for).
+    pytest.param(604715011, "disk", {}, id="finding-follower-keeps-its-high-watermark-over-an-empty-leader-seed604715011"),
 ]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, ConnectionLoss, NodeExistsError, NoNodeError
 from kazoo.protocol.states import EventType
 from twisted.internet.task import Clock
 
@@ -80,3 +80,34 @@ def test_transaction_all_or_nothing():
     assert "/t" not in server.nodes
     results = _result(clock, zk.transaction([("check", "/c", 0), ("set", "/c", b"1", 0)]))
     assert results[1].version == 1
+
+
+def test_a_cut_fails_what_is_in_flight_at_once_and_a_heal_brings_the_held_events_at_once():
+    # As kazoo: an operation in flight when the loss is noticed fails with ConnectionLoss then;
+    # what was held while cut comes once the link is back, not a session timeout after the cut
+    # (a leader reconnected on its session then waited that long for its answers, fenced:
+    # seed 605869037 of the five mix).
+    clock, server = _world()
+    a, b = SimZooKeeper(server, clock, "a", session_timeout_ms=6000), SimZooKeeper(server, clock, "b")
+    a.start()
+    b.start()
+    _result(clock, b.create("/w", b"0"))
+    events = []
+    _result(clock, a.exists("/w", watch=events.append))
+    a.cut()
+    pending = a.set("/w", b"1", 0)
+    outcome = []
+    pending.addBoth(outcome.append)
+    _result(clock, b.set("/w", b"2", 0))  # fires a's watch while a is cut
+    for _ in range(500):
+        if a.state == SUSPENDED:
+            break
+        clock.advance(0.01)
+    clock.advance(0.01)
+    assert a.state == SUSPENDED and outcome and outcome[0].check(ConnectionLoss) and not events
+    cut_at = clock.seconds()
+    a.heal()
+    clock.advance(1.0)
+    assert a.connected and [e.type for e in events] == [EventType.CHANGED]
+    assert clock.seconds() - cut_at < 6.0
+    assert _result(clock, a.get("/w"))[0] == b"2"

@@ -15,7 +15,9 @@ answers with the largest epoch ``E' <= E`` it knows and where that ends on the l
 (``end_offset_for``). If the follower also knows ``E'``, the logs agree up to
 ``min(leader's end of E', follower's end of E')``: cut there. If it does not (its epoch
 before ``E'`` is some ``F < E'``), it asks again for ``F``; the asked epoch falls every round,
-so this ends. Cutting at the checkpointed high watermark instead is what lost committed data
+so this ends. A leader whose every epoch is newer than ``E`` answers ``E`` and where its first
+epoch starts (Kafka's answer): a leader that lost its whole log and leads a new epoch answers
+``(E, 0)``, and the follower cuts everything. Cutting at the checkpointed high watermark instead is what lost committed data
 in Kafka before 0.11: a high watermark checkpoint lags the log, and two failures in a row
 could truncate a message every in-sync replica had stored.
 """
@@ -87,11 +89,18 @@ class LeaderEpochCache:
 
     def end_offset_for(self, epoch: int, log_end: int) -> tuple[int, int]:
         """``(E', end)``: the largest known epoch ``E' <= epoch`` and the offset where it ends
-        (the next epoch's start, or ``log_end`` for the latest). ``(UNDEFINED_EPOCH,
-        UNDEFINED_OFFSET)`` when every known epoch is newer than ``epoch``, or none is known."""
+        (the next epoch's start, or ``log_end`` for the latest). When every known epoch is
+        newer than ``epoch``, ``(epoch, the first known epoch's start)``: nothing of ``epoch``
+        or older is here past that start (Kafka's LeaderEpochFileCache.endOffsetFor; a leader
+        restarted with its whole log lost holds only its own new epoch, and answering
+        "unknown" made a follower keep what its high watermark covered, which that leader
+        never had). ``(UNDEFINED_EPOCH, UNDEFINED_OFFSET)`` when no epoch is known, or for
+        ``UNDEFINED_EPOCH``."""
+        if epoch == UNDEFINED_EPOCH or not self._entries:
+            return UNDEFINED_EPOCH, UNDEFINED_OFFSET
         index = bisect_right([e.epoch for e in self._entries], epoch) - 1
         if index < 0:
-            return UNDEFINED_EPOCH, UNDEFINED_OFFSET
+            return epoch, self._entries[0].start_offset
         end = self._entries[index + 1].start_offset if index + 1 < len(self._entries) else log_end
         return self._entries[index].epoch, end
 
@@ -165,15 +174,15 @@ def follower_truncation(cache: LeaderEpochCache, *, log_end: int, high_watermark
     """The follower's step after the leader answered ``(leader_epoch, leader_end_offset)`` to
     ``end_offset_for``. See the module docstring."""
     if leader_epoch == UNDEFINED_EPOCH:
-        # The leader knows no epoch this old (retention removed it, or it has none): fall back
-        # to the high watermark, the one point both are known to share.
+        # The leader knows no epoch at all (its cache is empty): fall back to the high
+        # watermark, the one point both are known to share.
         return Truncation(offset=min(high_watermark, log_end))
+    # Every epoch this follower holds newer than the leader's answer: end_offset_for answers
+    # the leader's epoch and this follower's first start (it shares at most what precedes it).
     own_epoch, own_end = cache.end_offset_for(leader_epoch, log_end)
     if own_epoch == leader_epoch:
-        return Truncation(offset=min(leader_end_offset, own_end))
+        return Truncation(offset=min(leader_end_offset, own_end, log_end))
     if own_epoch == UNDEFINED_EPOCH:
-        # Every epoch this follower holds is newer than the leader's answer: it shares at most
-        # what precedes its first entry.
-        first = cache.entries[0].start_offset if cache.entries else log_end
-        return Truncation(offset=min(leader_end_offset, first, log_end))
+        # No epoch here (first_question does not ask then): nothing shared past the leader's end.
+        return Truncation(offset=min(leader_end_offset, log_end))
     return Truncation(ask_epoch=own_epoch)

@@ -20,7 +20,11 @@ def test_end_offset_of_an_epoch_is_the_next_epochs_start_or_the_log_end():
     assert c.end_offset_for(1, 250) == (0, 100)  # epoch 1 never wrote here: the largest below it
     assert c.end_offset_for(2, 250) == (2, 180)
     assert c.end_offset_for(9, 250) == (5, 250)
-    assert cache((3, 40)).end_offset_for(2, 90) == (UNDEFINED_EPOCH, -1)
+    # Every known epoch newer than the asked one: that epoch, ending where the first starts
+    # (Kafka's answer); nothing known, or the undefined epoch asked: undefined.
+    assert cache((3, 40)).end_offset_for(2, 90) == (2, 40)
+    assert LeaderEpochCache().end_offset_for(2, 90) == (UNDEFINED_EPOCH, -1)
+    assert c.end_offset_for(UNDEFINED_EPOCH, 250) == (UNDEFINED_EPOCH, -1)
 
 
 def test_an_epoch_that_wrote_nothing_is_replaced_by_the_next_at_the_same_offset():
@@ -98,6 +102,20 @@ def test_a_follower_with_no_epoch_or_an_unknown_one_falls_back_to_its_high_water
     follower = cache((4, 0))
     assert follower_truncation(follower, log_end=90, high_watermark=40, leader_epoch=UNDEFINED_EPOCH,
                                leader_end_offset=-1) == Truncation(offset=40)
+
+
+def test_a_follower_of_a_leader_that_lost_its_whole_log_cuts_everything():
+    # The simulation's seed 604715011: every ISR member lost power; the one elected had lost
+    # its whole log (its fsyncs failed) and leads epoch 5 from offset 0. The other holds epoch
+    # 1 to 13369 and epoch 3 after, its high watermark at 13369. Told "no such epoch", it cut
+    # at its high watermark and kept, as committed, 13369 bytes its leader never had.
+    leader, follower = cache((5, 0)), cache((1, 0), (3, 13369))
+    step = first_question(follower, log_end=23754, high_watermark=13369)
+    assert step == Truncation(ask_epoch=3)
+    epoch, end = leader.end_offset_for(step.ask_epoch, 0)
+    step = follower_truncation(follower, log_end=23754, high_watermark=13369, leader_epoch=epoch,
+                               leader_end_offset=end)
+    assert step == Truncation(offset=0)
 
 
 # -- a model of replicas: logs are lists of epoch-tagged entries, one byte each ----------------
