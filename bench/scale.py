@@ -251,7 +251,13 @@ class ScaleRun:
         killed = broker.process.poll() is None
         if killed:
             broker.kill()
-        figures.update(exit_s=None if killed else round(time.monotonic() - started, 2), killed_at_bound=killed,
+        exit_s = time.monotonic() - started
+        # Read once more at the exit: a shutdown quicker than the 0.5 s between samples left
+        # ``left`` at what the last sample saw, before the leaderships moved.
+        left = sc.leader_counts(self.states.read()).get(victim, 0)
+        if timeline[-1][1] != left:
+            timeline.append([round(exit_s, 1), left])
+        figures.update(exit_s=None if killed else round(exit_s, 2), killed_at_bound=killed,
                        bound_s=self.bounds["shutdown"], leaderships_left_at_exit=left, timeline=timeline,
                        exit_status=broker.process.returncode,
                        log=[line[:240] for line in broker.log_tail(20000).splitlines()
