@@ -199,6 +199,9 @@ def run_row(row: SmallRow, directory: str) -> dict:
 def run(names: list[str] | None = None) -> dict:
     """Run every row (or those whose key is in ``names``), print the table, write the results."""
     scale = float(os.environ.get("BENCH_SMALL_SCALE") or 1)
+    unknown = set(names or ()) - {row.key for row in rows(scale)}
+    if unknown:  # before anything runs: a typo must not write an empty table over the results
+        raise SystemExit(f"unknown row {', '.join(sorted(unknown))}; rows: {', '.join(r.key for r in rows(scale))}")
     directory = tempfile.mkdtemp(prefix="tb-small-bench-", dir=os.environ.get("BENCH_DIR"))
     started = time.monotonic()
     load = os.getloadavg()

@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench.broker_process import BrokerProcess
+from bench.broker_process import BrokerProcess, stop_together
 from bench.peers.harness import poll_until
 from bench.peers.tbroker import BROKER_SETTINGS as LATENCY_SETTINGS
 from bench.peers.tbroker_replicated import BROKER_SETTINGS as REPLICATED_SETTINGS, FACTOR, metadata
@@ -180,12 +180,8 @@ class ReplicatedCluster3:
         self.pid = self.brokers[leader].process.pid
 
     def stop(self) -> None:
-        for broker in self.brokers:  # all at once: nothing to hand over at the end
-            if broker.process is not None and broker.process.poll() is None:
-                broker.process.terminate()
         try:
-            for broker in self.brokers:
-                broker.stop()
+            stop_together(self.brokers)
         finally:
             if self.zookeeper is not None:
                 self.zookeeper.stop()

@@ -45,7 +45,7 @@ import selectors
 import socket
 import time
 
-from bench.broker_process import BrokerProcess
+from bench.broker_process import BrokerProcess, stop_together
 from bench.peers.base import Go
 from bench.peers.harness import ServerProcess, paced, payload_pool, poll_until, stamped_payload
 from bench.peers.tbroker import FETCH_WAIT_MS, SEND_BUFFER, TwistedBroker, checkout_version, end_offset
@@ -124,12 +124,8 @@ class ReplicatedServer(ServerProcess):
         return process.pid if process is not None else None
 
     def stop(self) -> None:
-        for broker in self.brokers:
-            if broker.process is not None and broker.process.poll() is None:
-                broker.process.terminate()
         try:
-            for broker in self.brokers:
-                broker.stop()
+            stop_together(self.brokers)
         finally:
             self.brokers = []
             if self.zookeeper is not None:
