@@ -255,20 +255,11 @@ class ReplicaManager(FollowerRequests):
             if key not in self.offline and (error := log_failure(replica.log)) is not None:
                 self._give_up(replica, error)
             if replica.role is Role.LEADER:
-                self._seen_in_sessions(replica)
+                for follower, fetched_ms in self.fetch_sessions.last_fetches(key, replica.leader.followers):
+                    replica.leader.follower_seen(follower, fetched_ms)
                 self._apply(replica, replica.leader.tick(now))
             if replica.ack_waiters:
                 replica.expire_waiters(now)
-
-    def _seen_in_sessions(self, replica: Replica) -> None:
-        """Followers whose fetch session holds the partition fetched at its last fetch time, at
-        the end the session holds (an incremental fetch lists only the partitions whose end
-        moved; docs/replication.md §5, fetch sessions)."""
-        key, leader = (replica.topic, replica.partition), replica.leader
-        for follower in leader.followers:
-            session = self.fetch_sessions.session_of(follower)
-            if session is not None and key in session.partitions:
-                leader.follower_seen(follower, session.last_fetch_ms)
 
     # -- the leader's decisions ------------------------------------------------------------
 
