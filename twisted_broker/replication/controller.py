@@ -252,7 +252,7 @@ class Controller:
         for topic, assignment in sorted(cluster.assignments.items()):
             for partition, replicas in sorted(assignment.replicas.items()):
                 state = cluster.state(topic, partition)
-                restarted = cluster.registered_since_state(topic, partition) | self._restarted_leader(state)
+                restarted = cluster.registered_since_state(topic, partition)
                 new = next_state(state, replicas, live=live, failed=cluster.offline_for(topic, partition),
                                  leader_counts=counts, controller_epoch=self.epoch, unclean=self._unclean,
                                  leaving=leaving, restarted=restarted)
@@ -303,18 +303,6 @@ class Controller:
         self.offline_partitions = sum(1 for state, _v in cluster.states.values() if not state.online)
         if self.active:
             yield self.admin.carry_out(leaving)
-
-    def _restarted_leader(self, state: PartitionState | None) -> frozenset[int]:
-        """{leader} if the leader is registered under another creatorId than the one it was
-        elected under (it restarted); empty otherwise. The broker epoch (ClusterState's
-        registered_since_state) is the authority; this also catches a state a previous
-        version wrote."""
-        if state is None:
-            return frozenset()
-        session = self._cluster.sessions.get(state.leader)
-        if state.online and session is not None and state.leader_session and state.leader_session != session:
-            return frozenset({state.leader})
-        return frozenset()
 
     def _log_election(self, topic, partition, old: PartitionState, new: PartitionState, replicas, live,
                       restarted) -> None:
