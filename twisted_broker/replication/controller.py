@@ -28,6 +28,7 @@ from twisted_broker.registry import replication_paths as paths
 from twisted_broker.replication.cluster_state import ClusterState, Subscriber
 from twisted_broker.replication.controller_admin import ControllerAdmin
 from twisted_broker.replication.election import leader_counts, next_state, with_isr_sessions
+from twisted_broker.replication.replica_ends import EndsReader
 from twisted_broker.registry.replication_paths import ControllerInfo, PartitionState
 
 log = logging.getLogger(__name__)
@@ -61,6 +62,7 @@ class Controller:
         self._retries: dict[str, object] = {}
         self._stopped = False
         self.admin = ControllerAdmin(self, zk, cluster)
+        self.ends = EndsReader(zk=zk, cluster=cluster, on_change=self.reconcile)  # restarted ISRs' log ends
         # Figures for /metrics and the debug port.
         self.elections = 0
         self.offline_partitions = 0
@@ -243,10 +245,11 @@ class Controller:
         first) re-reads that state and the pass is run again; the others stand."""
         cluster = self._cluster
         started = self._clock.seconds()
-        live = set(cluster.brokers)
         leaving = frozenset((yield self.admin.shutdown_requests()))
+        yield self.ends.read()  # before the decisions: the states they start from are read after
         if not self.active or self._stopped:
             return  # deposed, or stopping: not one write more
+        live = set(cluster.brokers)
         counts = leader_counts({key: state for key, (state, _v) in cluster.states.items()})
         decisions = []
         for topic, assignment in sorted(cluster.assignments.items()):
@@ -255,7 +258,7 @@ class Controller:
                 restarted = cluster.registered_since_state(topic, partition)
                 new = next_state(state, replicas, live=live, failed=cluster.offline_for(topic, partition),
                                  leader_counts=counts, controller_epoch=self.epoch, unclean=self._unclean,
-                                 leaving=leaving, restarted=restarted)
+                                 leaving=leaving, restarted=restarted, ends=self.ends.of(topic, partition))
                 if new is None:
                     continue
                 decisions.append((topic, partition, state, new, replicas, restarted))
