@@ -136,7 +136,8 @@ class Checker:
         holders were taken out of the ISR earlier; only an ISR member may lead: Kafka's "last
         replica standing", which KIP-966 addresses), and everything of a partition whose
         every ISR member is down at once after power losses (what each had not flushed may be
-        gone, and which of them leads first is not known to be the most complete)."""
+        gone; broader than the code's rule, under which the longest recovered log leads, so
+        that what one of them kept on disk survives: not checked yet)."""
         for tp in survived:
             state = self.world.zk_state(tp)[0]
             if state is None:

@@ -93,6 +93,17 @@ REGRESSION_SEEDS = [
     # watermark and kept 13369 bytes as committed that its leader never had
     # (committed-data-lost). The leader now answers as Kafka's cache does (epochs.end_offset_for).
     pytest.param(604715011, "disk", {}, id="finding-follower-keeps-its-high-watermark-over-an-empty-leader-seed604715011"),
+    # Finding (defect 5's family): both members of an offline ISR had lost power at different
+    # moments; the first back that led fewest was elected, and it had lost the unflushed tail
+    # the other kept on disk with an acknowledged write (acked-write-lost, committed-data-lost).
+    # With every ISR member restarted, the longest published log leads (replica_ends.py).
+    pytest.param(606520049, "controller", {},
+                 id="finding-first-restarted-member-back-leads-over-a-longer-log-seed606520049"),
+    # Finding: leader 1 came back whole while member 0 was away (it had restarted too, losing
+    # its tail, and was not registered yet); the controller took the partition offline with
+    # 0 alone in its ISR, and elected it when it registered (acked-write-lost). Going offline
+    # keeps the restarted members in the ISR; then both restarted, and the longest log leads.
+    pytest.param(607391089, "controller", {}, id="finding-complete-member-dropped-from-an-offline-isr-seed607391089"),
 ]
 
 

@@ -26,6 +26,9 @@ SHUTDOWN = f"{ADMIN}/shutdown"
 # while the node lists them (Kafka's log-dir failure handling, KIP-112). Value: a partition
 # list (encode_partition_list without replicas).
 OFFLINE_REPLICAS = f"{ROOT}/offline_replicas"
+# <id>: ephemeral, each replica's recovered (last leader epoch, log end) on that broker, for
+# the controller's election when every ISR member of a partition restarted (ReplicaEnds).
+REPLICA_ENDS = f"{ROOT}/replica_ends"
 LISTENERS = f"{ROOT}/listeners"  # <id>: each live broker's modern listener (docs/kafka-protocol.md §4)
 
 NO_LEADER = -1  # in ZooKeeper, as Kafka writes it; the CLI's JSON says null
@@ -49,6 +52,10 @@ def shutdown_path(broker_id: int) -> str:
 
 def offline_replicas_path(broker_id: int) -> str:
     return f"{OFFLINE_REPLICAS}/{broker_id}"
+
+
+def replica_ends_path(broker_id: int) -> str:
+    return f"{REPLICA_ENDS}/{broker_id}"
 
 
 def _load(value: bytes, what: str) -> dict[str, Any]:
@@ -167,6 +174,41 @@ class PartitionState:
             raise ValueError(f"partition state {value[:80]!r}: isr_sessions is not a map of broker ids to strings")
         return cls(leader, epoch, _broker_ids(data.get("isr"), "partition state isr"), ce, session,
                    tuple(sorted((int(k), v) for k, v in sessions.items())))
+
+
+@dataclass(frozen=True)
+class ReplicaEnds:
+    """``/replication/replica_ends/<id>``: the broker's registration (its ``creatorId``) and,
+    per replica it holds, ``(last leader epoch, log end offset)`` as recovered at its start
+    (docs/replication.md §3, "Every ISR member restarted"). A replica not listed: none held
+    (an empty log, epoch -1)."""
+
+    session: str
+    ends: Mapping[tuple[str, int], tuple[int, int]]
+
+    def end_of(self, topic: str, partition: int) -> tuple[int, int]:
+        return self.ends.get((topic, partition), (-1, 0))
+
+    def encode(self) -> bytes:
+        topics: dict[str, dict[str, list[int]]] = {}
+        for (topic, partition), (epoch, end) in sorted(self.ends.items()):
+            topics.setdefault(topic, {})[str(partition)] = [epoch, end]
+        return _dump({"session": self.session, "topics": topics})
+
+    @classmethod
+    def decode(cls, value: bytes) -> ReplicaEnds:
+        data = _load(value, "replica ends")
+        session, topics = data.get("session"), data.get("topics")
+        if not isinstance(session, str) or not isinstance(topics, dict):
+            raise ValueError(f"replica ends {value[:80]!r} lack a session or topics")
+        ends = {}
+        for topic, partitions in topics.items():
+            pairs = partitions.items() if isinstance(partitions, dict) else ()
+            if not pairs or not all(p.isdigit() and isinstance(pair, list) and len(pair) == 2
+                                    and all(type(n) is int for n in pair) for p, pair in pairs):
+                raise ValueError(f"replica ends of {topic!r}: {partitions!r} is not a map of partitions to [epoch, end]")
+            ends.update(((topic, int(p)), (pair[0], pair[1])) for p, pair in pairs)
+        return cls(session, ends)
 
 
 @dataclass(frozen=True)

@@ -104,10 +104,13 @@ class ClusterState:
         state, zxid = self.state(topic, partition), self.state_zxids.get((topic, partition))
         if state is None:
             return frozenset()
-        # The creatorId a member had when it joined, where the state records it: a member
-        # whose session was only renewed (same process) did not restart. Else the broker
-        # epoch: registered after the state's last write.
+        # The creatorId a member had when it joined, where the state records it (the leader's:
+        # also the one it was elected under, as a state of an older version records only
+        # that): a member whose session was only renewed (same process) did not restart. Else
+        # the broker epoch: registered after the state's last write.
         recorded = dict(state.isr_sessions)
+        if state.online and state.leader_session:
+            recorded.setdefault(state.leader, state.leader_session)
         return frozenset(b for b in state.isr if (
             self.sessions.get(b, recorded[b]) != recorded[b] if b in recorded
             else zxid is not None and self.broker_epochs.get(b, 0) > zxid))

@@ -28,6 +28,7 @@ from twisted_broker.registry import replication_paths as paths
 from twisted_broker.replication.cluster_state import ClusterState, Subscriber
 from twisted_broker.replication.controller_admin import ControllerAdmin
 from twisted_broker.replication.election import leader_counts, next_state, with_isr_sessions
+from twisted_broker.replication.replica_ends import EndsReader
 from twisted_broker.registry.replication_paths import ControllerInfo, PartitionState
 
 log = logging.getLogger(__name__)
@@ -61,6 +62,7 @@ class Controller:
         self._retries: dict[str, object] = {}
         self._stopped = False
         self.admin = ControllerAdmin(self, zk, cluster)
+        self.ends = EndsReader(zk=zk, cluster=cluster, on_change=self.reconcile)  # restarted ISRs' log ends
         # Figures for /metrics and the debug port.
         self.elections = 0
         self.offline_partitions = 0
@@ -243,19 +245,20 @@ class Controller:
         first) re-reads that state and the pass is run again; the others stand."""
         cluster = self._cluster
         started = self._clock.seconds()
-        live = set(cluster.brokers)
         leaving = frozenset((yield self.admin.shutdown_requests()))
+        yield self.ends.read()  # before the decisions: the states they start from are read after
         if not self.active or self._stopped:
             return  # deposed, or stopping: not one write more
+        live = set(cluster.brokers)
         counts = leader_counts({key: state for key, (state, _v) in cluster.states.items()})
         decisions = []
         for topic, assignment in sorted(cluster.assignments.items()):
             for partition, replicas in sorted(assignment.replicas.items()):
                 state = cluster.state(topic, partition)
-                restarted = cluster.registered_since_state(topic, partition) | self._restarted_leader(state)
+                restarted = cluster.registered_since_state(topic, partition)
                 new = next_state(state, replicas, live=live, failed=cluster.offline_for(topic, partition),
                                  leader_counts=counts, controller_epoch=self.epoch, unclean=self._unclean,
-                                 leaving=leaving, restarted=restarted)
+                                 leaving=leaving, restarted=restarted, ends=self.ends.of(topic, partition))
                 if new is None:
                     continue
                 decisions.append((topic, partition, state, new, replicas, restarted))
@@ -303,18 +306,6 @@ class Controller:
         self.offline_partitions = sum(1 for state, _v in cluster.states.values() if not state.online)
         if self.active:
             yield self.admin.carry_out(leaving)
-
-    def _restarted_leader(self, state: PartitionState | None) -> frozenset[int]:
-        """{leader} if the leader is registered under another creatorId than the one it was
-        elected under (it restarted); empty otherwise. The broker epoch (ClusterState's
-        registered_since_state) is the authority; this also catches a state a previous
-        version wrote."""
-        if state is None:
-            return frozenset()
-        session = self._cluster.sessions.get(state.leader)
-        if state.online and session is not None and state.leader_session and state.leader_session != session:
-            return frozenset({state.leader})
-        return frozenset()
 
     def _log_election(self, topic, partition, old: PartitionState, new: PartitionState, replicas, live,
                       restarted) -> None:

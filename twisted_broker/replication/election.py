@@ -20,13 +20,14 @@ follower gone               ISR without it (never below the leader alone), epoch
 preferred election          first replica, if live and in the ISR and not leading: epoch + 1
 ISR member restarted        (registered anew since the state was written: its log may lack the
                             tail its previous run had not flushed, KIP-380) never a candidate
-                            and out of the ISR; as leader: re-elected, epoch + 1, leading on
-                            itself only if every other ISR member restarted too or its log
-                            failed; while one that did not restart is away (its session
-                            expired, its process and page cache may live on), offline and
-                            waiting for it. An offline state's ISR holds no restarted member
-                            (dropped when it went offline): one registered since came back
-                            after, and may lead
+                            and out of the ISR; as leader: re-elected, epoch + 1; while one that
+                            did not restart is away (its session expired, its process and page
+                            cache may live on), offline and waiting for it, the restarted ones
+                            kept in the ISR (the one away may have restarted too, and lost more)
+every ISR member restarted  (or its log failed) none is known whole: once every live member
+                            published its recovered (last leader epoch, log end) (``ends``),
+                            the highest leads, epoch + 1 (ties: fewest leaderships, then
+                            assignment order); until then offline, ISR kept
 log failed on a broker      ``failed``: the brokers that list the partition offline: elected
                             away, out of the ISR, never elected nor waited for
 ==========================  ==================================================================
@@ -39,8 +40,11 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
+from types import MappingProxyType
 
 from twisted_broker.registry.replication_paths import NO_LEADER, PartitionState
+
+NO_ENDS: Mapping[int, tuple[int, int]] = MappingProxyType({})  # no broker published its log ends
 
 
 def initial_state(replicas: Sequence[int], live: Collection[int], *, controller_epoch: int) -> PartitionState:
@@ -56,41 +60,39 @@ def _fewest_leaderships(candidates: Sequence[int], leader_counts: Mapping[int, i
     return min(candidates, key=lambda b: leader_counts.get(b, 0))
 
 
+def every_member_restarted(state: PartitionState, restarted: Collection[int], failed: Collection[int] = ()) -> bool:
+    """Whether every ISR member restarted since ``state`` was written or lost its log there:
+    then the published log ends decide (the controller reads them only then)."""
+    return set(state.isr) <= set(restarted) | set(failed)
+
+
 def elect_leader(state: PartitionState, replicas: Sequence[int], *, live: Collection[int],
                  leader_counts: Mapping[int, int], controller_epoch: int, unclean: bool = False,
                  leaving: Collection[int] = (), restarted: Collection[int] = (),
-                 failed: Collection[int] = ()) -> PartitionState | None:
+                 failed: Collection[int] = (), ends: Mapping[int, tuple[int, int]] = NO_ENDS) -> PartitionState | None:
     """The state after the current leader is gone (not in ``live``), ``leaving`` (controlled
     shutdown), ``restarted`` (registered anew since this state was written) or ``failed``
     (its log of the partition failed); also brings back an offline partition. None when the
     leader may stay.
 
     Candidates are ISR members that are live, assigned, not leaving, not restarted and not
-    failed; ``leader_counts`` is how many partitions each broker leads now.
+    failed; ``leader_counts`` is how many partitions each broker leads now. ``ends``: each
+    broker's published (last leader epoch, log end) of this partition, for its current
+    registration (only brokers that published); used when every ISR member restarted.
     """
     if failed:
         # A failed log is no candidate, and nothing to wait for: like a restart that lost it all.
         live, restarted = set(live) - set(failed), set(restarted) | set(failed)
     if state.leader in live and state.leader not in leaving and state.leader not in restarted:
         return None
-    if not state.online and set(state.isr) <= set(restarted):
-        # Every member of its ISR restarted (a cluster restarted whole): none is known to be
-        # more complete than another, and the first of them back leads (as in Kafka). While
-        # one member that did not restart may come back (its session expired, its process and
-        # page cache lived on), the partition waits for it.
-        restarted = ()
+    if every_member_restarted(state, restarted):
+        return _longest_log(state, replicas, live=live, ends=ends, leader_counts=leader_counts,
+                            controller_epoch=controller_epoch, failed=failed)
     candidates = [b for b in replicas if b in state.isr and b in live and b not in leaving and b not in restarted]
     if candidates:
         leader = _fewest_leaderships(candidates, leader_counts)
         new_isr = tuple(b for b in state.isr if b in live and b not in leaving and b not in restarted)
         return PartitionState(leader, state.leader_epoch + 1, new_isr, controller_epoch)
-    away = [b for b in state.isr if b != state.leader and b not in live and b not in restarted]
-    if state.online and state.leader in live and state.leader in restarted and state.leader not in leaving \
-            and not away:
-        # No other in-sync replica lives or may come back whole: it leads on, at a new epoch
-        # that fences what its previous run may have answered (its followers' ISR places are
-        # the caller's). While one may come back, the partition waits for it (below).
-        return replace(state, leader_epoch=state.leader_epoch + 1, controller_epoch=controller_epoch)
     if unclean:
         outside = [b for b in replicas if b in live and b not in leaving]
         if outside:
@@ -100,9 +102,38 @@ def elect_leader(state: PartitionState, replicas: Sequence[int], *, live: Collec
         return None  # leaving, but nobody can take over: it keeps leading until it stops
     if not state.online:
         return None
-    # The ISR stays as it was but for its restarted members: the others hold every committed
-    # message, so the first of them to come back may lead again without losing any.
-    kept = tuple(b for b in state.isr if b not in restarted) or state.isr
+    # A member that did not restart is away (its session expired; its process and page cache
+    # may live on): offline, waiting for it (simulation seed 570033040).
+    return _offline(state, restarted=restarted, failed=failed, controller_epoch=controller_epoch)
+
+
+def _longest_log(state: PartitionState, replicas: Sequence[int], *, live: Collection[int],
+                 ends: Mapping[int, tuple[int, int]], leader_counts: Mapping[int, int], controller_epoch: int,
+                 failed: Collection[int]) -> PartitionState | None:
+    # Every ISR member restarted or lost its log (a rack lost power, at once or one after
+    # another): each may have lost its unflushed tail, and the one that kept the most must
+    # lead (electing the first one back lost acknowledged writes: simulation seeds 606520049,
+    # 607391089). Every such member is registered (live) or failed, so waiting for the live
+    # ones' ends ends once the brokers are back.
+    members = [b for b in replicas if b in state.isr and b in live]
+    if members and all(b in ends for b in members):
+        longest = max(tuple(ends[b]) for b in members)
+        leader = _fewest_leaderships([b for b in members if tuple(ends[b]) == longest], leader_counts)
+        return PartitionState(leader, state.leader_epoch + 1, tuple(b for b in state.isr if b in live), controller_epoch)
+    if not state.online:
+        return None
+    return _offline(state, restarted=state.isr, failed=failed, controller_epoch=controller_epoch)
+
+
+def _offline(state: PartitionState, *, restarted: Collection[int], failed: Collection[int],
+             controller_epoch: int) -> PartitionState:
+    # The ISR stays as it was but for the members whose log failed: those that did not restart
+    # hold every committed message, and a restarted one may hold more than one away (which
+    # may have restarted too, and lost more: simulation seed 607391089). A restarted member
+    # whose creatorId the state does not record is dropped: once the state is rewritten,
+    # nothing would tell it restarted (only a state of a version before isr_sessions).
+    recorded = dict(state.isr_sessions)
+    kept = tuple(b for b in state.isr if b not in failed and (b not in restarted or b in recorded)) or state.isr
     return replace(state, leader=NO_LEADER, leader_epoch=state.leader_epoch + 1, isr=kept,
                    controller_epoch=controller_epoch)
 
@@ -110,7 +141,7 @@ def elect_leader(state: PartitionState, replicas: Sequence[int], *, live: Collec
 def next_state(state: PartitionState | None, replicas: Sequence[int], *, live: Collection[int],
                leader_counts: Mapping[int, int], controller_epoch: int, unclean: bool = False,
                leaving: Collection[int] = (), restarted: Collection[int] = (),
-               failed: Collection[int] = ()) -> PartitionState | None:
+               failed: Collection[int] = (), ends: Mapping[int, tuple[int, int]] = NO_ENDS) -> PartitionState | None:
     """Everything the controller changes in one partition: its first state, or an election
     (elect_leader) and then the ISR without the followers that are ``leaving``, ``restarted``
     or ``failed``, and, after an election, gone (not in ``live``). None when nothing changes."""
@@ -118,7 +149,7 @@ def next_state(state: PartitionState | None, replicas: Sequence[int], *, live: C
     if state is None:
         return initial_state(replicas, live, controller_epoch=controller_epoch)
     elected = elect_leader(state, replicas, live=live, leader_counts=leader_counts, controller_epoch=controller_epoch,
-                           unclean=unclean, leaving=leaving, restarted=restarted, failed=failed)
+                           unclean=unclean, leaving=leaving, restarted=restarted, failed=failed, ends=ends)
     new = elected or state
     # A follower that is merely gone stays in the ISR of a leader that stays: the leader takes
     # it out itself at once (it watches the registrations too). The controller cannot tell a

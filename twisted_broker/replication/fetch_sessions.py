@@ -19,7 +19,7 @@ follower, gone once answered.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from twisted_broker.codec.kafka07.replication_errors import FetchSessionIdNotFound, InvalidFetchSessionEpoch
@@ -129,6 +129,15 @@ class FetchSessions:
 
     def session_of(self, replica_id: int) -> FetchSession | None:
         return self._by_replica.get(replica_id)
+
+    def last_fetches(self, key: Key, followers: Iterable[int]) -> Iterator[tuple[int, int]]:
+        """``(follower, its last fetch time in ms)`` for each of ``followers`` whose session
+        holds ``key``: it fetched then at the end the session holds (an incremental fetch
+        lists only the partitions whose end moved), as the leader's lag check counts it."""
+        for follower in followers:
+            session = self._by_replica.get(follower)
+            if session is not None and key in session.partitions:
+                yield follower, session.last_fetch_ms
 
     # -- held fetches -----------------------------------------------------------------------
 

@@ -34,6 +34,7 @@ from twisted_broker.replication.leader import Decision
 from twisted_broker.replication.log_failures import OfflineReplicas, log_failure
 from twisted_broker.registry.replication_paths import NO_LEADER, PartitionState
 from twisted_broker.replication.replica import Replica, Role
+from twisted_broker.replication.replica_ends import PublishedEnds
 from twisted_broker.storage.checkpoints import write_high_watermarks
 from twisted_broker.storage.log_manager import LogManager
 
@@ -62,6 +63,7 @@ class ReplicaManager(FollowerRequests):
         self.count_flushed = count_flushed
         self.replicas: dict[tuple[str, int], Replica] = {}
         self.offline = OfflineReplicas(broker_id=broker_id, zk=zk)  # logs failed here: given up
+        self.ends = PublishedEnds(broker_id=broker_id, zk=zk, session=session, clock=clock)  # for the controller
         self.connected = zk.connected
         # ZooKeeper's states read in full since the connection last came back: until then the
         # cache may name this broker leader at an epoch deposed meanwhile (a session that
@@ -122,10 +124,14 @@ class ReplicaManager(FollowerRequests):
     def _resynced(self) -> None:
         self.state_read = self.connected
         self.offline.publish()  # an ephemeral node: gone with a previous session
-        for topic, partition in list(self.replicas):
-            self._guarded(self._state_changed, topic, partition)
+        self.ends.publish(self.cluster, self.replicas, then=self._take_roles)  # likewise
+        self._take_roles()
         for topic in list(self.cluster.assignments):
             self._guarded(self._assignment_changed, topic)
+
+    def _take_roles(self) -> None:
+        for topic, partition in list(self.replicas):
+            self._guarded(self._state_changed, topic, partition)
 
     def _guarded(self, handle, *key) -> None:
         """One partition's (or topic's) event: an exception is logged loudly and the next one
@@ -183,11 +189,12 @@ class ReplicaManager(FollowerRequests):
             return
         self.fetch_sessions.changed((topic, partition))  # a held fetch's answer may now carry an error
         replicas = self.cluster.replicas(topic, partition)
-        if self.session and self.cluster.sessions.get(self.broker_id) != self.session:
+        if self.session and (self.cluster.sessions.get(self.broker_id) != self.session or not self.ends.published):
             # Not registered under this run (yet): the registration of a previous run may
             # linger until its session expires. Kafka's brokers take no replica role before
             # they register: a follower that joined an ISR under its previous run's
-            # registration would look, once registered, as if it had restarted since.
+            # registration would look, once registered, as if it had restarted since. Nor
+            # before the recovered log ends are published (replica_ends.py).
             if replica.role is not Role.OFFLINE:
                 replica.fail_waiters(NotLeaderForPartition(f"{replica.name}: broker {self.broker_id} is not registered"))
                 replica.go_offline(state)
@@ -241,8 +248,8 @@ class ReplicaManager(FollowerRequests):
 
     def _brokers_changed(self, gone: set[int], new: set[int]) -> None:
         if self.broker_id in new or self.broker_id in gone:  # this run's registration came (or went)
-            for topic, partition in list(self.replicas):
-                self._guarded(self._state_changed, topic, partition)
+            self.ends.publish(self.cluster, self.replicas, then=self._take_roles)  # (a new one's node went)
+            self._take_roles()
         if not gone:
             return
         for replica in self.replicas.values():
@@ -255,20 +262,11 @@ class ReplicaManager(FollowerRequests):
             if key not in self.offline and (error := log_failure(replica.log)) is not None:
                 self._give_up(replica, error)
             if replica.role is Role.LEADER:
-                self._seen_in_sessions(replica)
+                for follower, fetched_ms in self.fetch_sessions.last_fetches(key, replica.leader.followers):
+                    replica.leader.follower_seen(follower, fetched_ms)
                 self._apply(replica, replica.leader.tick(now))
             if replica.ack_waiters:
                 replica.expire_waiters(now)
-
-    def _seen_in_sessions(self, replica: Replica) -> None:
-        """Followers whose fetch session holds the partition fetched at its last fetch time, at
-        the end the session holds (an incremental fetch lists only the partitions whose end
-        moved; docs/replication.md §5, fetch sessions)."""
-        key, leader = (replica.topic, replica.partition), replica.leader
-        for follower in leader.followers:
-            session = self.fetch_sessions.session_of(follower)
-            if session is not None and key in session.partitions:
-                leader.follower_seen(follower, session.last_fetch_ms)
 
     # -- the leader's decisions ------------------------------------------------------------
 

@@ -65,3 +65,24 @@ def test_controller_and_admin_requests_round_trip():
     with pytest.raises(ValueError, match="names no replica"):
         decode_partition_list(b'{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[]}]}',
                               with_replicas=True)
+
+
+def test_replica_ends_bytes_and_round_trip():
+    ends = paths.ReplicaEnds("broker1-42003", {("t", 0): (4, 6566), ("t", 1): (-1, 0), ("u", 0): (0, 12)})
+    assert paths.replica_ends_path(1) == "/replication/replica_ends/1"
+    assert ends.encode() == (b'{"version":1,"session":"broker1-42003","topics":{"t":{"0":[4,6566],"1":[-1,0]},'
+                             b'"u":{"0":[0,12]}}}')
+    assert paths.ReplicaEnds.decode(ends.encode()) == ends
+    assert ends.end_of("t", 0) == (4, 6566)
+    assert ends.end_of("v", 0) == (-1, 0)  # not held there: an empty log
+
+
+@pytest.mark.parametrize("value, message", [
+    (b'{"version":1,"topics":{}}', "lack a session"),
+    (b'{"version":1,"session":"s","topics":{"t":[1]}}', "not a map of partitions"),
+    (b'{"version":1,"session":"s","topics":{"t":{"x":[1,2]}}}', "not a map of partitions"),
+    (b'{"version":1,"session":"s","topics":{"t":{"0":[1]}}}', "not a map of partitions"),
+])
+def test_bad_replica_ends_are_refused_with_the_reason(value, message):
+    with pytest.raises(ValueError, match=message):
+        paths.ReplicaEnds.decode(value)

@@ -119,20 +119,21 @@ def test_a_restarted_in_sync_follower_is_not_a_candidate_while_an_unrestarted_on
 def test_with_only_restarted_followers_left_the_partition_goes_offline_without_them():
     new = elect_leader(state(2, (2, 1)), (2, 1, 0), live={0, 1}, leader_counts={}, controller_epoch=2,
                        restarted={1})
-    assert new == PartitionState(NO_LEADER, 5, (2,), 2)
-    # Once offline, its ISR holds those in sync when it went offline: one registered since
-    # came back after that, and leads (a cluster restarted whole comes back this way).
+    assert new == PartitionState(NO_LEADER, 5, (2,), 2)  # 1's creatorId is not recorded: dropped
+    # Once offline, its ISR holds those in sync when it went offline: one restarted since
+    # leads once it published its log end (a cluster restarted whole comes back this way).
     assert elect_leader(PartitionState(NO_LEADER, 5, (2,), 1), (2, 1, 0), live={1, 2}, leader_counts={},
-                        controller_epoch=2, restarted={2}) == PartitionState(2, 6, (2,), 2)
+                        controller_epoch=2, restarted={2}, ends={2: (4, 0)}) == PartitionState(2, 6, (2,), 2)
 
 
 def test_a_restarted_leader_is_re_elected_and_leads_on_only_when_no_other_isr_member_may_come_back():
     moved = elect_leader(state(0, (0, 1)), REPLICAS, live={0, 1}, leader_counts={}, controller_epoch=2, restarted={0})
     assert moved == PartitionState(1, 5, (1,), 2)
-    alone = elect_leader(state(0, (0,)), REPLICAS, live={0, 1}, leader_counts={}, controller_epoch=2, restarted={0})
+    alone = elect_leader(state(0, (0,)), REPLICAS, live={0, 1}, leader_counts={}, controller_epoch=2, restarted={0},
+                         ends={0: (4, 100)})
     assert alone == PartitionState(0, 5, (0,), 2)  # a new epoch fences what its previous run answered
     both = elect_leader(state(0, (0, 1)), REPLICAS, live={0, 1}, leader_counts={}, controller_epoch=2,
-                        restarted={0, 1})
+                        restarted={0, 1}, ends={0: (4, 100), 1: (4, 100)})
     assert both == PartitionState(0, 5, (0, 1), 2)  # the follower restarted too; it is next_state's
 
 
@@ -144,9 +145,10 @@ def test_a_restarted_leader_waits_for_an_isr_member_that_did_not_restart_and_is_
     assert waiting == PartitionState(NO_LEADER, 5, (1,), 2)
     assert next_state(waiting, REPLICAS, live={1, 2}, leader_counts={}, controller_epoch=2) == \
         PartitionState(1, 6, (1,), 2)
-    # One whose log failed there is not waited for: the restarted leader leads on.
+    # One whose log failed there is not waited for: the restarted leader leads on, once it
+    # published its log end.
     assert next_state(state(2, (2, 1)), REPLICAS, live={1, 2}, leader_counts={}, controller_epoch=2,
-                      restarted={2}, failed={1}) == PartitionState(2, 5, (2,), 2)
+                      restarted={2}, failed={1}, ends={1: (4, 900), 2: (4, 50)}) == PartitionState(2, 5, (2,), 2)
 
 
 def test_next_state_drops_restarted_and_leaving_followers_and_keeps_the_leader_and_epoch():
@@ -174,9 +176,9 @@ def test_a_gone_follower_of_a_leader_that_stays_is_left_to_the_leader():
 
 
 def test_next_state_of_a_restarted_lone_leader_bumps_the_epoch_and_drops_its_restarted_follower():
-    # Both restarted (the whole rack lost power): neither is known to be more complete.
+    # Both restarted (the whole rack lost power), with logs as long: the leader leads on.
     assert next_state(state(0, (0, 1)), REPLICAS, live={0, 1}, leader_counts={}, controller_epoch=2,
-                      restarted={0, 1}) == PartitionState(0, 5, (0,), 2)
+                      restarted={0, 1}, ends={0: (4, 10), 1: (4, 10)}) == PartitionState(0, 5, (0,), 2)
 
 
 def test_a_new_partition_gets_its_first_state_from_next_state():
@@ -221,6 +223,70 @@ def test_an_offline_partition_waits_for_a_member_that_did_not_restart():
                         restarted={0}) is None
     assert elect_leader(offline, (0, 1, 2), live={0, 1, 2}, leader_counts={}, controller_epoch=2,
                         restarted={0}) == PartitionState(1, 6, (1,), 2)
-    # Every member restarted (the cluster restarted whole): the first back leads.
-    assert elect_leader(offline, (0, 1, 2), live={0}, leader_counts={}, controller_epoch=2,
-                        restarted={0, 1}) == PartitionState(0, 6, (0,), 2)
+    # Every member restarted (the cluster restarted whole): the longest published log leads.
+    assert elect_leader(offline, (0, 1, 2), live={0, 1}, leader_counts={}, controller_epoch=2,
+                        restarted={0, 1}, ends={0: (3, 10), 1: (3, 12)}) == PartitionState(1, 6, (0, 1), 2)
+
+
+# -- every ISR member restarted: the longest published log leads (KIP-966 in spirit) ---------
+
+def recorded(leader, isr, epoch=4):
+    """A state as this version writes it: every ISR member's creatorId recorded."""
+    return PartitionState(leader, epoch, tuple(isr), 1, f"c{leader}-old" if leader >= 0 else "",
+                          tuple((b, f"c{b}-old") for b in sorted(isr)))
+
+
+def test_when_every_isr_member_restarted_the_longest_log_leads_not_the_first_back():
+    # Simulation seed 606520049: both members of the offline ISR restarted; 0 leads fewer
+    # partitions and comes first, but lost the unflushed tail that 1 kept on disk.
+    offline = replace(recorded(1, (1, 0)), leader=NO_LEADER)
+    waiting = next_state(offline, REPLICAS, live={0, 1, 2}, leader_counts={1: 1}, controller_epoch=2,
+                         restarted={0, 1}, ends={1: (3, 14024)})
+    assert waiting is None  # 0 is registered but has not published yet: wait for it
+    elected = next_state(offline, REPLICAS, live={0, 1, 2}, leader_counts={1: 1}, controller_epoch=2,
+                         restarted={0, 1}, ends={0: (3, 13903), 1: (3, 14024)})
+    assert (elected.leader, elected.leader_epoch, elected.isr) == (1, 5, (1,))
+    # The last leader epoch counts first: a longer log of an older epoch is not more complete.
+    newer = next_state(offline, REPLICAS, live={0, 1}, leader_counts={}, controller_epoch=2, restarted={0, 1},
+                       ends={0: (4, 100), 1: (3, 14024)})
+    assert newer.leader == 0
+
+
+def test_a_restarted_leader_with_an_isr_member_away_goes_offline_keeping_both():
+    # Simulation seed 607391089: leader 1 restarted (whole); 0 was away, restarted too and not
+    # registered yet (it had lost its tail). Dropping 1 left 0 alone in the ISR, and elected.
+    offline = next_state(recorded(1, (1, 0)), REPLICAS, live={1, 2}, leader_counts={}, controller_epoch=2,
+                         restarted={1}, ends={1: (4, 6566)})
+    assert (offline.leader, offline.leader_epoch, offline.isr) == (NO_LEADER, 5, (1, 0))
+    back = next_state(offline, REPLICAS, live={0, 1, 2}, leader_counts={}, controller_epoch=2, restarted={0, 1},
+                      ends={0: (4, 5963), 1: (4, 6566)})
+    assert (back.leader, back.leader_epoch, back.isr) == (1, 6, (1,))
+    # Had 0 come back without restarting (its session only expired), it would lead.
+    assert next_state(offline, REPLICAS, live={0, 1, 2}, leader_counts={}, controller_epoch=2,
+                      restarted={1}).leader == 0
+
+
+def test_a_restarted_leader_whose_isr_all_restarted_waits_offline_for_their_ends():
+    waiting = next_state(recorded(0, (0, 1)), REPLICAS, live={0, 1}, leader_counts={}, controller_epoch=2,
+                         restarted={0, 1}, ends={0: (4, 10)})
+    assert (waiting.leader, waiting.leader_epoch, waiting.isr) == (NO_LEADER, 5, (0, 1))
+    # A failed log is neither waited for nor elected; with every member failed, nobody leads.
+    assert next_state(waiting, REPLICAS, live={0, 1}, leader_counts={}, controller_epoch=2, restarted={0},
+                      failed={1}, ends={0: (4, 10), 1: (4, 99)}).leader == 0
+    assert next_state(waiting, REPLICAS, live={0, 1}, leader_counts={}, controller_epoch=2, failed={0, 1},
+                      ends={0: (4, 10), 1: (4, 99)}) is None
+
+
+@pytest.mark.parametrize("ends_bits", range(16))
+def test_every_restarted_case_elects_the_longest_member_or_waits(ends_bits):
+    ends_choices = [(3, 5), (4, 1), (4, 7)]
+    isr, live = (0, 1, 2), {0, 1, 2}
+    published = {b: ends_choices[(ends_bits >> b) % 3] for b in isr if ends_bits >> b & 1 or ends_bits > 7}
+    for base in (recorded(0, isr), replace(recorded(0, isr), leader=NO_LEADER)):
+        after = next_state(base, REPLICAS, live=live, leader_counts={}, controller_epoch=2, restarted=set(isr),
+                           ends=published)
+        if len(published) < len(isr):
+            assert after is None or (not after.online and set(after.isr) == set(isr))
+            continue
+        assert after.online and published[after.leader] == max(published.values())
+        assert after.leader_epoch == base.leader_epoch + 1 and after.isr == (after.leader,)
