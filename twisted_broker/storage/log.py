@@ -30,7 +30,6 @@ from twisted_broker.codec.kafka07.requests import EARLIEST_TIME, LATEST_TIME
 log = logging.getLogger(__name__)
 
 
-
 @dataclass(frozen=True, slots=True)
 class LogPolicy:
     """The per-topic settings of one log (0.7's global keys with their per-topic maps applied)."""
@@ -197,7 +196,7 @@ class Log:
                 raise
         if self.visible_at_append:
             segment.publish(segment.size)
-            self._wake_watchers()
+            self._wake_watchers(False)
         self.messages_appended += messages.message_count
         self.unflushed_messages += messages.message_count
         if self.unflushed_messages >= self.policy.flush_interval_messages:
@@ -244,27 +243,24 @@ class Log:
             raise self.write_error
 
     def publish_flushed(self) -> None:
-        """Publish finished fsyncs now (the broker calls this when its flusher reports one)."""
+        """Publish finished fsyncs now: where the broker hears of them, outside any log call."""
         if self._pending:
-            self._reap()
+            self._reap(True)
 
-    def watch_flush(self, callback: Callable[[], object]) -> None:
-        """Call ``callback()`` once, the next time a flush makes more data visible.
-
-        It runs inside whatever log call publishes the flush (a read, an append, the flush
-        timer), so it must only schedule work, not read or write this log itself.
-        """
+    def watch_flush(self, callback: Callable[[bool], object]) -> None:
+        """Call ``callback(at_once)`` once, the next time a flush makes more data visible.
+        ``at_once`` True: from ``publish_flushed``, outside any other log call: it may answer
+        there and then. False: inside the log call that found the flush (a read, an append,
+        the flush timer): it must only schedule work, not read or write this log itself."""
         self._flush_watchers.append(callback)
 
-    def unwatch_flush(self, callback: Callable[[], object]) -> None:
-        try:
+    def unwatch_flush(self, callback: Callable[[bool], object]) -> None:
+        if callback in self._flush_watchers:
             self._flush_watchers.remove(callback)
-        except ValueError:
-            pass
 
-    def _reap(self) -> None:
+    def _reap(self, at_once: bool = False) -> None:
         """Publish what the flusher has made durable, oldest job first, so visibility only
-        moves forward; drop the jobs that have finished.
+        moves forward; drop the jobs that have finished (``at_once``: see watch_flush).
 
         A failed fsync is recorded, not raised: after it the kernel may have dropped the dirty
         pages, so nothing past the durable size can be trusted and the log refuses writes.
@@ -289,17 +285,17 @@ class Log:
                 pending.clear()
                 break
         if published:
-            self._flushed()
+            self._flushed(at_once)
 
-    def _flushed(self) -> None:
+    def _flushed(self, at_once: bool) -> None:
         """More data is durable (and, under 0.7's rule, visible)."""
-        self._wake_watchers()
+        self._wake_watchers(at_once)
 
-    def _wake_watchers(self) -> None:
+    def _wake_watchers(self, at_once: bool) -> None:
         if self._flush_watchers:
             watchers, self._flush_watchers = self._flush_watchers, []
             for callback in watchers:
-                callback()
+                callback(at_once)
 
     def _count_rounds(self, job: FlushJob) -> None:
         rounds, seconds = job.rounds, job.seconds
