@@ -5,8 +5,9 @@ start; a read binary-searches it (spec 4.3). Appends go to the newest segment, w
 it has grown past ``file_size`` or was first written more than ``roll_ms`` ago (0.7.2 checks
 before each append, so a segment overshoots by up to one message set). Appended bytes become
 visible to reads and to offsets requests only when a flush (fsync) makes them durable: after
-``flush_interval_messages`` messages, or when the broker's timer finds the last flush older
-than ``flush_interval_ms``.
+``flush_interval_messages`` messages, when the broker's timer finds the last flush older
+than ``flush_interval_ms``, or at once when a reader waits at the visible end
+(``flush_for_reader``, ``watch_flush``; group commit: one fsync in flight per log).
 
 A replica's log (replica_log.py) publishes a high watermark instead of its flushes;
 ``visible_at_append`` (``log.visibility=committed`` on a 0.7 topic) publishes each append at
@@ -201,6 +202,8 @@ class Log:
         self.unflushed_messages += messages.message_count
         if self.unflushed_messages >= self.policy.flush_interval_messages:
             self.start_flush()
+        elif self._flush_watchers:
+            self.flush_for_reader()  # a reader waits for it: now, whatever the policy's count
         return offset
 
     def append_indexed(self, messages: ValidatedMessageSet, entry: Callable[[int, int], object]) -> int:
@@ -247,12 +250,20 @@ class Log:
         if self._pending:
             self._reap(True)
 
+    def flush_for_reader(self) -> None:
+        """A reader waits at the visible end: fsync what is written now (in a flush in flight's
+        next round), not at the policy's count or tick; not where readers wait for no flush."""
+        if self.publishes_flushes and not self.visible_at_append and self.write_error is None:
+            self.start_flush()
+
     def watch_flush(self, callback: Callable[[bool], object]) -> None:
-        """Call ``callback(at_once)`` once, the next time a flush makes more data visible.
+        """Call ``callback(at_once)`` once, the next time a flush makes more data visible;
+        the flush it waits for is asked for now, and one after every append while it waits.
         ``at_once`` True: from ``publish_flushed``, outside any other log call: it may answer
         there and then. False: inside the log call that found the flush (a read, an append,
         the flush timer): it must only schedule work, not read or write this log itself."""
         self._flush_watchers.append(callback)
+        self.flush_for_reader()
 
     def unwatch_flush(self, callback: Callable[[bool], object]) -> None:
         if callback in self._flush_watchers:
