@@ -13,14 +13,23 @@ behaviour.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 
 from twisted_broker.storage.log import Log
 
+log = logging.getLogger(__name__)
+
 
 class HeldFetch:
-    """One held request: ``resume()`` runs once, on the reactor's next step after a flush of
-    one of ``logs`` is published, or after ``wait_s`` seconds, unless cancelled first."""
+    """One held request: ``resume()`` runs once, when a flush of one of ``logs`` is
+    published, or after ``wait_s`` seconds, unless cancelled first.
+
+    Published where the broker hears of the flush (the fsync process's reply, storage/log.py's
+    ``publish_flushed``), it is answered there, in the same reactor turn: no timer, no
+    second turn. Published from inside another log call (a read that reaps a finished flush,
+    an inline flusher's append), it is answered from the reactor's next step.
+    """
 
     __slots__ = ("_logs", "_resume", "_timer")
 
@@ -31,10 +40,17 @@ class HeldFetch:
         for log_ in logs:
             log_.watch_flush(self._published)
 
-    def _published(self) -> None:
-        # Called from inside the log's publishing (possibly in the middle of another
-        # connection's request): only move the timer, answer from a clean reactor step.
-        if self._timer.active():
+    def _published(self, at_once: bool) -> None:
+        if at_once:
+            if self._timer.active():
+                self._timer.cancel()
+            try:
+                self._fire()
+            except Exception:  # noqa: BLE001 - as the reactor does with a timer's: the other
+                log.exception("answering a held fetch failed")  # watchers, flushes go on
+        elif self._timer.active():
+            # Inside the log's publishing, possibly in the middle of another connection's
+            # request: only move the timer, answer from a clean reactor step.
             self._timer.reset(0)
 
     def _fire(self) -> None:

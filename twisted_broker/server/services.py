@@ -159,6 +159,8 @@ class BrokerService(Service):
             self.registration.start()
 
     def _flush_due(self) -> None:
+        if self._fsync_replies is not None:
+            self._fsync_replies.flusher.send_closes()  # ended jobs no request told it of
         try:
             self.logs.flush_due()
         except OSError as exc:  # that log now refuses writes; the others go on

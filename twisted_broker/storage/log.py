@@ -5,8 +5,9 @@ start; a read binary-searches it (spec 4.3). Appends go to the newest segment, w
 it has grown past ``file_size`` or was first written more than ``roll_ms`` ago (0.7.2 checks
 before each append, so a segment overshoots by up to one message set). Appended bytes become
 visible to reads and to offsets requests only when a flush (fsync) makes them durable: after
-``flush_interval_messages`` messages, or when the broker's timer finds the last flush older
-than ``flush_interval_ms``.
+``flush_interval_messages`` messages, when the broker's timer finds the last flush older
+than ``flush_interval_ms``, or at once when a reader waits at the visible end
+(``flush_for_reader``, ``watch_flush``; group commit: one fsync in flight per log).
 
 A replica's log (replica_log.py) publishes a high watermark instead of its flushes;
 ``visible_at_append`` (``log.visibility=committed`` on a 0.7 topic) publishes each append at
@@ -28,7 +29,6 @@ from twisted_broker.codec.kafka07.message_set import ValidatedMessageSet
 from twisted_broker.codec.kafka07.requests import EARLIEST_TIME, LATEST_TIME
 
 log = logging.getLogger(__name__)
-
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,11 +197,13 @@ class Log:
                 raise
         if self.visible_at_append:
             segment.publish(segment.size)
-            self._wake_watchers()
+            self._wake_watchers(False)
         self.messages_appended += messages.message_count
         self.unflushed_messages += messages.message_count
         if self.unflushed_messages >= self.policy.flush_interval_messages:
             self.start_flush()
+        elif self._flush_watchers:
+            self.flush_for_reader()  # a reader waits for it: now, whatever the policy's count
         return offset
 
     def append_indexed(self, messages: ValidatedMessageSet, entry: Callable[[int, int], object]) -> int:
@@ -244,27 +246,32 @@ class Log:
             raise self.write_error
 
     def publish_flushed(self) -> None:
-        """Publish finished fsyncs now (the broker calls this when its flusher reports one)."""
+        """Publish finished fsyncs now: where the broker hears of them, outside any log call."""
         if self._pending:
-            self._reap()
+            self._reap(True)
 
-    def watch_flush(self, callback: Callable[[], object]) -> None:
-        """Call ``callback()`` once, the next time a flush makes more data visible.
+    def flush_for_reader(self) -> None:
+        """A reader waits at the visible end: fsync what is written now (in a flush in flight's
+        next round), not at the policy's count or tick; not where readers wait for no flush."""
+        if self.publishes_flushes and not self.visible_at_append and self.write_error is None:
+            self.start_flush()
 
-        It runs inside whatever log call publishes the flush (a read, an append, the flush
-        timer), so it must only schedule work, not read or write this log itself.
-        """
+    def watch_flush(self, callback: Callable[[bool], object]) -> None:
+        """Call ``callback(at_once)`` once, the next time a flush makes more data visible;
+        the flush it waits for is asked for now, and one after every append while it waits.
+        ``at_once`` True: from ``publish_flushed``, outside any other log call: it may answer
+        there and then. False: inside the log call that found the flush (a read, an append,
+        the flush timer): it must only schedule work, not read or write this log itself."""
         self._flush_watchers.append(callback)
+        self.flush_for_reader()
 
-    def unwatch_flush(self, callback: Callable[[], object]) -> None:
-        try:
+    def unwatch_flush(self, callback: Callable[[bool], object]) -> None:
+        if callback in self._flush_watchers:
             self._flush_watchers.remove(callback)
-        except ValueError:
-            pass
 
-    def _reap(self) -> None:
+    def _reap(self, at_once: bool = False) -> None:
         """Publish what the flusher has made durable, oldest job first, so visibility only
-        moves forward; drop the jobs that have finished.
+        moves forward; drop the jobs that have finished (``at_once``: see watch_flush).
 
         A failed fsync is recorded, not raised: after it the kernel may have dropped the dirty
         pages, so nothing past the durable size can be trusted and the log refuses writes.
@@ -289,17 +296,17 @@ class Log:
                 pending.clear()
                 break
         if published:
-            self._flushed()
+            self._flushed(at_once)
 
-    def _flushed(self) -> None:
+    def _flushed(self, at_once: bool) -> None:
         """More data is durable (and, under 0.7's rule, visible)."""
-        self._wake_watchers()
+        self._wake_watchers(at_once)
 
-    def _wake_watchers(self) -> None:
+    def _wake_watchers(self, at_once: bool) -> None:
         if self._flush_watchers:
             watchers, self._flush_watchers = self._flush_watchers, []
             for callback in watchers:
-                callback()
+                callback(at_once)
 
     def _count_rounds(self, job: FlushJob) -> None:
         rounds, seconds = job.rounds, job.seconds

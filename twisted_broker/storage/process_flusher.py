@@ -31,6 +31,9 @@ log = logging.getLogger(__name__)
 
 STOP_TIMEOUT_S = 10.0  # for the fsync process to exit once the broker closes its socket
 MAX_JOB_ID = 0xFFFFFFFF
+# Ended jobs whose CLOSE waits for the next request (``end``), at most: the fsync process
+# keeps their descriptors meanwhile (and the broker's flush timer sends them, ``send_closes``).
+MAX_DEFERRED_CLOSES = 64
 
 
 class RemoteFlushJob(RoundFigures):
@@ -89,6 +92,7 @@ class ProcessFlusher:
         self._last_id = 0
         self._stalled = False  # a request found the socket full: resend what is missing
         self._unsent_closes: list[int] = []
+        self._deferred_closes: list[int] = []  # ended jobs, told with the next request
         self.on_stalled: Callable[[], object] | None = None  # called when a request finds the socket full
         self._process: subprocess.Popen | None = None
         self._channel: socket.socket | None = None
@@ -146,15 +150,28 @@ class ProcessFlusher:
             log.debug("fsync process: cannot send: %s", exc)
             return
         job.sent = job.requested
+        if self._deferred_closes:
+            self.send_closes()
 
     def end(self, job: RemoteFlushJob) -> None:
         """Finish ``job`` (its fsyncs are done or failed) and forget it here and there."""
         if self._jobs.pop(job.id, None) is None:
             return
         if job.sent >= 0:
-            self._send_close(job.id)
+            # Told after the next request, not now: the fsync process, woken by that one,
+            # reads it without a wake of its own (one per flush less on both sides).
+            self._deferred_closes.append(job.id)
+            if len(self._deferred_closes) >= MAX_DEFERRED_CLOSES:
+                self.send_closes()
         os.close(job.fd)
         job.finished.set()
+
+    def send_closes(self) -> None:
+        """Tell the fsync process of the jobs that ended since the last request (the broker's
+        flush timer calls it too, so that it drops their descriptors when no request comes)."""
+        closes, self._deferred_closes = self._deferred_closes, []
+        for job_id in closes:
+            self._send_close(job_id)
 
     def _send_close(self, job_id: int) -> None:
         if not self._stalled:
@@ -191,6 +208,7 @@ class ProcessFlusher:
         for job in list(self._jobs.values()):
             if job.sent < job.requested:
                 self.send_wanted(job)
+        self.send_closes()
         return not self._stalled
 
     def read_replies(self) -> bool:
@@ -238,7 +256,7 @@ class ProcessFlusher:
                   status, len(self._jobs))
         self._channel.close()
         self._stalled = False
-        self._unsent_closes = []  # the new process holds no descriptor of an ended job
+        self._unsent_closes, self._deferred_closes = [], []  # the new process holds no descriptor of an ended job
         self._start()
 
     def poll(self, timeout: float | None = None) -> None:

@@ -124,7 +124,7 @@ class ReplicaLog(Log):
                 break
             segment.publish(min(offset - segment.start, segment.size))
         self.high_watermark = offset
-        self._wake_watchers()
+        self._wake_watchers(False)
 
     def truncate_to(self, offset: int) -> int:
         """Cut everything at and after ``offset`` (a message boundary on the leader's log
@@ -161,6 +161,6 @@ class ReplicaLog(Log):
         self.unflushed_messages = 0
         log.warning("%s: restarted empty at offset %d, the start of its leader's log", self.name, offset)
 
-    def _flushed(self) -> None:
+    def _flushed(self, at_once: bool) -> None:
         if self.on_durable is not None:
             self.on_durable()

@@ -71,7 +71,7 @@ def test_opening_a_replica_hides_what_its_checkpoint_did_not_commit(make_log, ma
 def test_publishing_wakes_held_fetches_and_flushing_does_not(make_replica_log, batch):
     log = make_replica_log(flush_interval_messages=1)
     woken = []
-    log.watch_flush(lambda: woken.append(True))
+    log.watch_flush(lambda at_once: woken.append(True))
     log.append(batch([b"ab"]))
     log.flush()
     assert woken == []
@@ -121,7 +121,7 @@ def test_a_0_7_log_with_committed_visibility_shows_each_append_before_its_flush(
     log = make_log(flush_interval_messages=1000)
     log.visible_at_append = True
     woken = []
-    log.watch_flush(lambda: woken.append(True))
+    log.watch_flush(lambda at_once: woken.append(True))
     log.append(batch([b"ab"]))
     assert log.flushed_end == 0 and read_all(log, 100) == [(0, b"ab")] and woken == [True]
 

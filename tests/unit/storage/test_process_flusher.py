@@ -205,3 +205,41 @@ def test_a_failed_fsync_in_the_process_makes_the_log_refuse_writes(make_log, bat
     finally:
         os.close(read_end)
         os.close(write_end)
+
+
+def descriptors_of(pid, path):
+    """How many descriptors of process ``pid`` name the file ``path``."""
+    names = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            names.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
+        except FileNotFoundError:
+            pass  # closed meanwhile
+    return names.count(str(path))
+
+
+def poll_descriptors(flusher, path, count, timeout_s=10.0):
+    deadline = time.monotonic() + timeout_s
+    while descriptors_of(flusher.pid, path) != count:
+        assert time.monotonic() < deadline, f"the fsync process holds {descriptors_of(flusher.pid, path)}, not {count}"
+        flusher.poll(0.01)
+
+
+def test_an_ended_job_is_closed_in_the_process_with_the_next_request_not_by_a_wake_of_its_own(flusher, tmp_path):
+    path = tmp_path / "segment"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
+    try:
+        written = os.write(fd, ENTRY)
+        first = flusher.submit(fd, lambda: written)
+        poll_until(flusher, first.finished.is_set)
+        time.sleep(0.1)
+        assert descriptors_of(flusher.pid, path) == 1  # its CLOSE waits for the next request
+        more = written + os.write(fd, ENTRY)
+        second = flusher.submit(fd, lambda: more)  # its OPEN, then the first's CLOSE
+        poll_until(flusher, second.finished.is_set)
+        assert second.size == more
+        poll_descriptors(flusher, path, 1)  # the second's, until the flush timer's send_closes
+        flusher.send_closes()
+        poll_descriptors(flusher, path, 0)
+    finally:
+        os.close(fd)

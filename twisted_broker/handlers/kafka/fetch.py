@@ -95,7 +95,10 @@ class FetchRequests:
                 if not start <= offset <= end:
                     answer["error_code"] = kafka_errors.OFFSET_OUT_OF_RANGE
                     continue
-                if offset == end or budget <= 0 and total:
+                if offset == end:
+                    log_.flush_for_reader()  # a consumer waits for what is written: flush it now
+                    continue
+                if budget <= 0 and total:
                     continue
                 try:
                     pieces = record_offsets.read_modern(log_, offset, min(part["partition_max_bytes"], max(budget, 0)))

@@ -278,9 +278,12 @@ def wait_visible(log_: Log, end: int, timeout_ms: int, clock) -> Deferred:
     deadline = clock.seconds() + max(timeout_ms, 0) / 1000
     timer = None
 
-    def published() -> None:
-        # Called from inside the log's publishing: settle from a clean reactor step.
-        if timer.active():
+    def published(at_once: bool = False) -> None:
+        if at_once:  # where the broker heard of the flush (storage/log.py's watch_flush)
+            if timer.active():
+                timer.cancel()
+            settle()
+        elif timer.active():  # inside the log's publishing: settle from a clean reactor step
             timer.reset(0)
 
     def settle() -> None:

@@ -207,6 +207,8 @@ class Broker:
                 raise InvalidFetchSize(f"negative fetch size {request.max_size}")
             log_ = self._log_for_read(request.topic, request.partition)
             region = log_.read(request.offset, request.max_size) if log_ is not None else None
+            if region is None and log_ is not None and request.offset == log_.end_offset:
+                log_.flush_for_reader()  # a consumer waits for what is written: flush it now
         except (OffsetOutOfRange, WrongPartition, InvalidFetchSize, InvalidMessage) as exc:
             # InvalidMessage: the message at the offset is damaged on disk (logged once where found).
             self._failed_fetch(request.topic)

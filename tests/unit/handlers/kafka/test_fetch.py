@@ -17,7 +17,7 @@ from twisted_broker.codec.kafka.record_batch import build_batch, decode_batch, s
 from twisted_broker.network.kafka import KafkaModernFactory
 from twisted_broker.handlers.kafka.table import modern_broker
 from twisted_broker.server.stats import BrokerStats, RequestStats
-from twisted_broker.storage.flusher import InlineFlusher
+from twisted_broker.storage.flusher import FlushJob, InlineFlusher
 from twisted_broker.storage.log import LogPolicy
 from twisted_broker.storage.log_manager import LogManager
 from twisted_broker.codec.kafka07.message_set import encode_message_set, iter_messages
@@ -27,10 +27,47 @@ T0 = 1_700_000_000_000
 
 @pytest.fixture
 def setup(tmp_path):
+    yield from listener(tmp_path, LogPolicy(flush_interval_messages=1), InlineFlusher())
+
+
+class ManualFlusher:
+    """The fsync process, by hand: ``run_all`` runs the jobs and publishes them, as the
+    broker does when the fsync process replies; at the logs' close, jobs run inline."""
+
+    def __init__(self) -> None:
+        self.jobs, self.inline = [], False
+
+    def submit(self, fd, written, owner=None):
+        self.jobs.append(job := FlushJob(fd, written, owner))
+        if self.inline:
+            job.run()
+        return job
+
+    def run_all(self) -> None:
+        for job in self.jobs:
+            if not job.finished.is_set():
+                job.run()
+                job.log.publish_flushed()
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.fixture
+def by_time(tmp_path):
+    """make run's flush policy: an fsync every 10,000 messages or second, in the fsync process."""
+    flusher = ManualFlusher()
+    for factory, logs, clock in listener(tmp_path, LogPolicy(flush_interval_messages=10_000), flusher):
+        yield factory, logs, clock, flusher
+        flusher.run_all()
+        flusher.inline = True
+
+
+def listener(tmp_path, policy, flusher):
     config = BrokerConfig(brokerid=0, log_dir=str(tmp_path / "logs"), enable_zookeeper=False,
                           kafka_max_batch_bytes=4096)
     logs = LogManager(config.log_dir, now=lambda: 1000.0, partitions_for=config.partitions_for,
-                      policy_for=lambda topic: LogPolicy(flush_interval_messages=1), flusher=InlineFlusher())
+                      policy_for=lambda topic: policy, flusher=flusher)
     logs.open()
     logs.get_or_create_log("a", 0)  # produce writes to existing topics; Metadata creates them (Kafka's rule)
     clock = Clock()
@@ -117,6 +154,34 @@ def test_a_fetch_at_the_end_waits_for_new_data_then_answers(setup):
     [partition] = fetched(reader)
     [(_header, [record])] = [decode_batch(b) for b in split_batches(partition["records"])]
     assert record.value == b"second"
+
+
+def test_under_a_flush_policy_by_time_a_waiting_fetch_has_its_flush_at_once_and_its_answer_with_it(by_time):
+    factory, logs, clock, flusher = by_time
+    reader, writer = Peer(factory), Peer(factory)
+    produce(writer, build_batch([(T0, None, b"first")]))
+    logs.get_log("a", 0).start_flush()
+    flusher.run_all()
+    reader.send(fetch_request(1, max_wait_ms=500))
+    assert reader.responses() == [] and len(flusher.jobs) == 1
+    produce(writer, build_batch([(T0, None, b"second")]))
+    assert len(flusher.jobs) == 2  # asked for at once: the policy alone waits up to a second
+    flusher.run_all()  # the fsync process's reply: answered there, no reactor step between
+    [partition] = fetched(reader)
+    [(_header, [record])] = [decode_batch(b) for b in split_batches(partition["records"])]
+    assert record.value == b"second"
+
+
+def test_a_fetch_at_the_end_that_does_not_wait_asks_for_the_flush_of_what_is_written(by_time):
+    factory, logs, _clock, flusher = by_time
+    reader = Peer(factory)
+    produce(reader, build_batch([(T0, None, b"first")]))
+    assert flusher.jobs == []
+    reader.send(fetch_request(0))
+    assert fetched(reader)[0]["records"] == b""
+    assert len(flusher.jobs) == 1
+    flusher.run_all()
+    assert logs.get_log("a", 0).end_offset > 0
 
 
 def test_a_fetch_with_nothing_new_is_answered_empty_after_max_wait(setup):

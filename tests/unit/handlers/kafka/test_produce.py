@@ -28,11 +28,11 @@ class FlushedLog:
         if callback in self.watchers:
             self.watchers.remove(callback)
 
-    def publish(self, end_offset: int) -> None:
+    def publish(self, end_offset: int, at_once: bool = False) -> None:
         self.end_offset = end_offset
         watchers, self.watchers = self.watchers, []
         for callback in watchers:
-            callback()
+            callback(at_once)
 
 
 def test_an_already_visible_end_fires_at_once_after_asking_for_the_flush():
@@ -53,6 +53,17 @@ def test_a_flush_that_publishes_the_end_fires_from_the_next_reactor_step():
     log.publish(100)
     assert fired == []  # not inside the log's publishing
     clock.advance(0)
+    assert fired == [None]
+    assert log.watchers == [] and clock.getDelayedCalls() == []
+
+
+def test_a_flush_published_where_the_broker_hears_of_it_fires_there_and_then():
+    log, clock = FlushedLog(0), Clock()
+    fired = []
+    wait_visible(log, 100, 1000, clock).addCallback(fired.append)
+    log.publish(50, at_once=True)  # not far enough: waits on, with a new deadline timer only
+    assert fired == [] and len(log.watchers) == 1 and len(clock.getDelayedCalls()) == 1
+    log.publish(100, at_once=True)
     assert fired == [None]
     assert log.watchers == [] and clock.getDelayedCalls() == []
 
