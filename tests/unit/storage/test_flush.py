@@ -3,7 +3,7 @@
 import os
 import threading
 
-from twisted_broker.storage.flusher import FlushJob, ThreadFlusher
+from twisted_broker.storage.flusher import ThreadFlusher
 from twisted_broker.storage.log import LogPolicy
 from twisted_broker.codec.kafka07.compression import GZIP
 from twisted_broker.codec.kafka07.message_set import (
@@ -11,21 +11,6 @@ from twisted_broker.codec.kafka07.message_set import (
 )
 
 ENTRY = encode_message_set([b"ab"])  # 12 bytes
-
-
-class ManualFlusher:
-    """A flusher whose jobs run only when the test runs them: a background thread, by hand."""
-
-    def __init__(self) -> None:
-        self.jobs = []
-
-    def submit(self, fd, written, owner=None):
-        job = FlushJob(fd, written, owner)
-        self.jobs.append(job)
-        return job
-
-    def close(self) -> None:
-        pass
 
 
 def read_bytes(log, offset, max_size=10_000):
@@ -123,8 +108,8 @@ def test_a_roll_flushes_the_segment_it_leaves(make_log, batch):
     assert log.offsets_before(-1, 10) == [24, 0]
 
 
-def test_a_flush_becomes_visible_only_when_its_fsync_has_finished(make_log, batch):
-    flusher = ManualFlusher()
+def test_a_flush_becomes_visible_only_when_its_fsync_has_finished(make_log, batch, manual_flusher):
+    flusher = manual_flusher
     log = make_log(flush_interval_messages=1, flusher=flusher)
     log.append(batch([b"ab"]))
     (job,) = flusher.jobs
@@ -135,8 +120,8 @@ def test_a_flush_becomes_visible_only_when_its_fsync_has_finished(make_log, batc
     assert log.offsets_before(-1, 1) == [12]
 
 
-def test_flushes_asked_for_before_the_fsync_starts_share_it(make_log, batch):
-    flusher = ManualFlusher()
+def test_flushes_asked_for_before_the_fsync_starts_share_it(make_log, batch, manual_flusher):
+    flusher = manual_flusher
     log = make_log(flush_interval_messages=1, flusher=flusher)
     for _ in range(10):
         log.append(batch([b"ab"]))
@@ -159,8 +144,8 @@ def fsync_hook(monkeypatch, during):
     return calls
 
 
-def test_a_flush_asked_for_during_an_fsync_is_the_same_jobs_next_round(make_log, batch, monkeypatch):
-    flusher = ManualFlusher()
+def test_a_flush_asked_for_during_an_fsync_is_the_same_jobs_next_round(make_log, batch, monkeypatch, manual_flusher):
+    flusher = manual_flusher
     log = make_log(flush_interval_messages=1, flusher=flusher)
     log.append(batch([b"ab"]))
     seen = []
@@ -181,8 +166,8 @@ def test_a_flush_asked_for_during_an_fsync_is_the_same_jobs_next_round(make_log,
     assert log.flush_count == 2
 
 
-def test_a_round_with_nothing_new_is_skipped(make_log, batch, monkeypatch):
-    flusher = ManualFlusher()
+def test_a_round_with_nothing_new_is_skipped(make_log, batch, monkeypatch, manual_flusher):
+    flusher = manual_flusher
     log = make_log(flush_interval_messages=1, flusher=flusher)
     log.append(batch([b"ab"]))
     (job,) = flusher.jobs
@@ -192,8 +177,8 @@ def test_a_round_with_nothing_new_is_skipped(make_log, batch, monkeypatch):
     assert read_bytes(log, 0) == ENTRY
 
 
-def test_a_flush_asked_for_after_the_job_ended_is_a_new_job(make_log, batch):
-    flusher = ManualFlusher()
+def test_a_flush_asked_for_after_the_job_ended_is_a_new_job(make_log, batch, manual_flusher):
+    flusher = manual_flusher
     log = make_log(flush_interval_messages=1, flusher=flusher)
     log.append(batch([b"ab"]))
     flusher.jobs[0].run()
@@ -204,8 +189,8 @@ def test_a_flush_asked_for_after_the_job_ended_is_a_new_job(make_log, batch):
     assert read_bytes(log, 0) == ENTRY * 2
 
 
-def test_the_flush_timer_asks_the_running_job_for_more(make_log, batch, clock, monkeypatch):
-    flusher = ManualFlusher()
+def test_the_flush_timer_asks_the_running_job_for_more(make_log, batch, clock, monkeypatch, manual_flusher):
+    flusher = manual_flusher
     log = make_log(flush_interval_messages=1000, flush_interval_ms=1000, flusher=flusher)
     log.append(batch([b"ab"]))
     clock.advance(1)
@@ -240,8 +225,8 @@ def test_appends_racing_a_flusher_thread_all_become_visible_in_order(make_log, b
     assert log.flush_count < 2000  # rounds were shared
 
 
-def test_the_log_manager_hands_its_flusher_to_every_log(make_manager, batch):
-    flusher = ManualFlusher()
+def test_the_log_manager_hands_its_flusher_to_every_log(make_manager, batch, manual_flusher):
+    flusher = manual_flusher
     manager = make_manager(flusher=flusher, policy_for=lambda topic: LogPolicy(flush_interval_messages=1))
     manager.get_or_create_log("t", 0).append(batch([b"ab"]))
     assert len(flusher.jobs) == 1

@@ -3,29 +3,13 @@ and the watchers a flush wakes are told whether they may answer there and then (
 
 import os
 
-from twisted_broker.storage.flusher import FlushJob
 from twisted_broker.storage.replica_log import ReplicaLog
 
 ENTRY_BYTES = 12  # one message of b"ab"
 
 
-class ManualFlusher:
-    """A flusher whose jobs run only when the test runs them: the fsync process, by hand."""
-
-    def __init__(self) -> None:
-        self.jobs = []
-
-    def submit(self, fd, written, owner=None):
-        job = FlushJob(fd, written, owner)
-        self.jobs.append(job)
-        return job
-
-    def close(self) -> None:
-        pass
-
-
-def test_a_watcher_asks_for_the_flush_of_what_is_written_at_once(make_log, batch):
-    flusher = ManualFlusher()
+def test_a_watcher_asks_for_the_flush_of_what_is_written_at_once(make_log, batch, manual_flusher):
+    flusher = manual_flusher
     log = make_log(flush_interval_messages=10_000, flush_interval_ms=1000, flusher=flusher)
     log.append(batch([b"ab"]))
     assert flusher.jobs == []  # the policy's count is far off: no flush yet
@@ -36,8 +20,8 @@ def test_a_watcher_asks_for_the_flush_of_what_is_written_at_once(make_log, batch
     assert log.end_offset == ENTRY_BYTES
 
 
-def test_each_append_while_a_reader_waits_asks_for_a_flush(make_log, batch):
-    flusher = ManualFlusher()
+def test_each_append_while_a_reader_waits_asks_for_a_flush(make_log, batch, manual_flusher):
+    flusher = manual_flusher
     log = make_log(flush_interval_messages=10_000, flusher=flusher)
     log.watch_flush(lambda at_once: None)
     assert flusher.jobs == []  # nothing written: nothing to flush
@@ -51,8 +35,8 @@ def test_each_append_while_a_reader_waits_asks_for_a_flush(make_log, batch):
     assert len(flusher.jobs) == 1
 
 
-def test_an_empty_read_at_the_end_asks_for_the_flush_through_flush_for_reader(make_log, batch):
-    flusher = ManualFlusher()
+def test_an_empty_read_at_the_end_asks_for_the_flush_through_flush_for_reader(make_log, batch, manual_flusher):
+    flusher = manual_flusher
     log = make_log(flush_interval_messages=10_000, flusher=flusher)
     log.append(batch([b"ab"]))
     assert log.read(0, 4096) is None
@@ -60,8 +44,8 @@ def test_an_empty_read_at_the_end_asks_for_the_flush_through_flush_for_reader(ma
     assert len(flusher.jobs) == 1
 
 
-def test_a_watcher_woken_where_the_broker_hears_of_the_flush_may_answer_at_once(make_log, batch):
-    flusher = ManualFlusher()
+def test_a_watcher_woken_where_the_broker_hears_of_the_flush_may_answer_at_once(make_log, batch, manual_flusher):
+    flusher = manual_flusher
     log = make_log(flush_interval_messages=1, flusher=flusher)
     woken = []
     log.watch_flush(woken.append)
@@ -71,8 +55,8 @@ def test_a_watcher_woken_where_the_broker_hears_of_the_flush_may_answer_at_once(
     assert woken == [True]
 
 
-def test_a_watcher_woken_inside_another_log_call_must_only_schedule(make_log, batch):
-    flusher = ManualFlusher()
+def test_a_watcher_woken_inside_another_log_call_must_only_schedule(make_log, batch, manual_flusher):
+    flusher = manual_flusher
     log = make_log(flush_interval_messages=1, flusher=flusher)
     woken = []
     log.watch_flush(woken.append)
@@ -92,8 +76,8 @@ def test_an_inline_flush_wakes_watchers_inside_the_append(make_log, batch):
     assert woken == [False]
 
 
-def test_no_flush_for_readers_of_a_log_whose_appends_are_visible_at_once(make_log, batch):
-    flusher = ManualFlusher()
+def test_no_flush_for_readers_of_a_log_whose_appends_are_visible_at_once(make_log, batch, manual_flusher):
+    flusher = manual_flusher
     log = make_log(flush_interval_messages=10_000, flusher=flusher)
     log.visible_at_append = True
     woken = []
@@ -104,8 +88,8 @@ def test_no_flush_for_readers_of_a_log_whose_appends_are_visible_at_once(make_lo
     assert flusher.jobs == []
 
 
-def test_no_flush_for_readers_of_a_replicas_log_they_wait_for_its_high_watermark(make_log, batch):
-    flusher = ManualFlusher()
+def test_no_flush_for_readers_of_a_replicas_log_they_wait_for_its_high_watermark(make_log, batch, manual_flusher):
+    flusher = manual_flusher
     log = make_log(flush_interval_messages=10_000, flusher=flusher, log_class=ReplicaLog)
     log.watch_flush(lambda at_once: None)
     log.append(batch([b"ab"]))
@@ -113,8 +97,8 @@ def test_no_flush_for_readers_of_a_replicas_log_they_wait_for_its_high_watermark
     assert flusher.jobs == []
 
 
-def test_no_flush_for_readers_after_a_failed_fsync(make_log, batch):
-    flusher = ManualFlusher()
+def test_no_flush_for_readers_after_a_failed_fsync(make_log, batch, manual_flusher):
+    flusher = manual_flusher
     log = make_log(flush_interval_messages=1, flusher=flusher)
     log.append(batch([b"ab"]))
     job = flusher.jobs[0]
