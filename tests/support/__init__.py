@@ -18,6 +18,7 @@ Processes and their clients
     consumer_group_member.py  a group member in a process of its own (a script)
     spark_topics.py       data for the Spark tests and its reference reading
     string_peer.py        a listener's connection on a StringTransport (unit tests)
+    manual_flusher.py     a log flusher whose jobs run when the test runs them (unit tests)
     tls.py                a self-signed certificate; fixture certificate
 Encodings and waiting
     spec_encoding.py      Kafka 0.7 requests written from the spec, not the broker's codecs

@@ -4,13 +4,13 @@ import os
 
 import pytest
 
-from twisted_broker.storage.flusher import FlushJob
 from twisted_broker.storage.log import Log, LogPolicy
 from twisted_broker.storage.log_directory import open_log_directory
 from twisted_broker.storage.log_manager import LogManager
 from twisted_broker.codec.kafka07.message_set import (
     ValidatedMessageSet, encode_message_set, iter_entries, validate_message_set,
 )
+from tests.support.manual_flusher import ManualFlusher
 
 
 class FakeClock:
@@ -24,22 +24,6 @@ class FakeClock:
 
     def advance(self, seconds: float) -> None:
         self.time += seconds
-
-
-class ManualFlusher:
-    """A flusher whose jobs run only when the test runs them: the flush thread or the fsync
-    process, by hand."""
-
-    def __init__(self) -> None:
-        self.jobs = []
-
-    def submit(self, fd, written, owner=None):
-        job = FlushJob(fd, written, owner)
-        self.jobs.append(job)
-        return job
-
-    def close(self) -> None:
-        pass
 
 
 @pytest.fixture

@@ -17,10 +17,11 @@ from twisted_broker.codec.kafka.record_batch import build_batch, decode_batch, s
 from twisted_broker.network.kafka import KafkaModernFactory
 from twisted_broker.handlers.kafka.table import modern_broker
 from twisted_broker.server.stats import BrokerStats, RequestStats
-from twisted_broker.storage.flusher import FlushJob, InlineFlusher
+from twisted_broker.storage.flusher import InlineFlusher
 from twisted_broker.storage.log import LogPolicy
 from twisted_broker.storage.log_manager import LogManager
 from twisted_broker.codec.kafka07.message_set import encode_message_set, iter_messages
+from tests.support.manual_flusher import ManualFlusher
 
 T0 = 1_700_000_000_000
 
@@ -28,29 +29,6 @@ T0 = 1_700_000_000_000
 @pytest.fixture
 def setup(tmp_path):
     yield from listener(tmp_path, LogPolicy(flush_interval_messages=1), InlineFlusher())
-
-
-class ManualFlusher:
-    """The fsync process, by hand: ``run_all`` runs the jobs and publishes them, as the
-    broker does when the fsync process replies; at the logs' close, jobs run inline."""
-
-    def __init__(self) -> None:
-        self.jobs, self.inline = [], False
-
-    def submit(self, fd, written, owner=None):
-        self.jobs.append(job := FlushJob(fd, written, owner))
-        if self.inline:
-            job.run()
-        return job
-
-    def run_all(self) -> None:
-        for job in self.jobs:
-            if not job.finished.is_set():
-                job.run()
-                job.log.publish_flushed()
-
-    def close(self) -> None:
-        pass
 
 
 @pytest.fixture

@@ -15,37 +15,12 @@ from twisted_broker.codec.kafka07.requests import FetchRequest, ProduceRequest, 
 from twisted_broker.handlers.kafka07.broker import Broker
 from twisted_broker.network.kafka07 import KafkaServerProtocol
 from twisted_broker.server.stats import BrokerStats, RequestStats
-from twisted_broker.storage.flusher import FlushJob
 from twisted_broker.storage.log import LogPolicy
 from twisted_broker.storage.log_manager import LogManager
+from tests.support.manual_flusher import ManualFlusher
 
 MESSAGES = encode_message_set([b"hello"])
 EMPTY_FETCH_RESPONSE = struct.pack(">ih", 2, 0)
-
-
-class ManualFlusher:
-    """The fsync process, by hand: jobs run when the test runs them."""
-
-    def __init__(self) -> None:
-        self.jobs: list[FlushJob] = []
-        self.inline = False  # the logs' close waits for its flush: run it then and there
-
-    def submit(self, fd, written, owner=None):
-        job = FlushJob(fd, written, owner)
-        self.jobs.append(job)
-        if self.inline:
-            job.run()
-        return job
-
-    def run_all(self) -> None:
-        """Run the jobs and publish them, as the broker does when the fsync process replies."""
-        for job in self.jobs:
-            if not job.finished.is_set():
-                job.run()
-                job.log.publish_flushed()
-
-    def close(self) -> None:
-        pass
 
 
 @pytest.fixture
