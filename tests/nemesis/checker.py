@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 import time
+from bisect import bisect_right
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -127,6 +128,32 @@ def read_07(broker, topic: str, partition: int) -> list[tuple[int, bytes]]:
         return wire.read_all(topic, partition)
 
 
+def producer_epochs(partition_dir, topic: str, partition: int) -> list[tuple[int, int, int]]:
+    """(first offset, last offset, producer epoch) of each record batch stored in a modern
+    topic's partition directory, in log order: which producer epoch wrote each record."""
+    from twisted_broker.storage.log import Log, LogPolicy
+    from twisted_broker.storage.log_directory import open_log_directory
+    from twisted_broker.storage.record_offsets import iter_batch_headers
+    log = Log(str(partition_dir), topic, partition, open_log_directory(str(partition_dir), time.time()),
+              policy=LogPolicy(), now=time.time)
+    try:
+        return [(first, first + header.last_offset_delta, header.producer_epoch)
+                for first, header in iter_batch_headers(log)]
+    finally:
+        log.close()
+
+
+def epoch_finder(batches: dict[int, list[tuple[int, int, int]]]):
+    """``epoch_of(partition, offset)``: the producer epoch of the batch holding that record."""
+    firsts = {partition: [first for first, _, _ in rows] for partition, rows in batches.items()}
+
+    def epoch_of(partition: int, offset: int) -> int | None:
+        rows = batches.get(partition, [])
+        k = bisect_right(firsts.get(partition, []), offset) - 1
+        return rows[k][2] if k >= 0 and rows[k][0] <= offset <= rows[k][1] else None
+    return epoch_of
+
+
 def compare_replicas(brokers_by_id: dict, where: dict[Partition, tuple[int, tuple[int, ...]]],
                      settle_s: float = 30.0) -> tuple[list[str], dict[Partition, int]]:
     """Problems (a replica that differs from its leader below the high watermark) and each
@@ -169,8 +196,17 @@ class Figures:
 
 
 def check_producer(figures: Figures, label: str, acked: dict[bytes, tuple[int, int]], final: dict[int, list],
-                   must_keep: bool, exactly_once: bool) -> None:
-    """acked: value -> (partition, offset); final: partition -> [(offset, value)]."""
+                   must_keep: bool, exactly_once: bool, epoch_of=None) -> None:
+    """acked: value -> (partition, offset); final: partition -> [(offset, value)]; epoch_of:
+    ``epoch_finder``'s, for an idempotent producer.
+
+    A record stored twice, each copy by a different epoch of its producer, was sent again by
+    the client after it bumped its own epoch: librdkafka does so for every partition when a
+    message of any partition times out (message.timeout.ms), re-sending under the new epoch
+    what it took as not persisted (a batch answered NOT_LEADER after its append). A new epoch
+    starts at sequence 0, so no broker can tell the copy from a new record: Apache Kafka
+    stores it twice too (librdkafka issue #4953). Those are counted on their own row; a
+    duplicate within one epoch is the broker's, and a violation."""
     where: dict[bytes, list[tuple[int, int]]] = {}
     for partition, entries in final.items():
         for offset, value in entries:
@@ -183,18 +219,36 @@ def check_producer(figures: Figures, label: str, acked: dict[bytes, tuple[int, i
     unplaced = [v for v, a in acked.items() if a[1] is None]
     moved = [f"{v!r} acknowledged at {a}, found at {where[v]}" for v, a in acked.items()
              if v in where and (a not in where[v] if a[1] is not None else a[0] not in [p for p, _ in where[v]])]
-    duplicated = [f"{v!r} stored {len(w)} times: {w}" for v, w in where.items() if len(w) > 1]
+    copies = {v: w for v, w in where.items() if len(w) > 1}
+    resent = {v for v, w in copies.items() if epoch_of is not None and _one_copy_per_epoch(w, epoch_of)}
+    duplicated = [f"{v!r} stored {len(w)} times: {w}" for v, w in copies.items() if v not in resent]
     figures.add(f"{label}: acknowledged", len(acked))
     figures.add(f"{label}: acknowledged without an offset (librdkafka)", len(unplaced))
     figures.add(f"{label}: lost", len(lost), violation=must_keep, details=lost[:50])
     figures.add(f"{label}: acknowledged at another offset", len(moved), violation=must_keep, details=moved[:50])
     figures.add(f"{label}: duplicated", len(duplicated), violation=exactly_once, details=duplicated[:50])
+    if epoch_of is not None:
+        figures.add(f"{label}: stored again by a new producer epoch (librdkafka's epoch bump)", len(resent))
+        figures.evidence += [f"[{label}: new producer epoch] {v!r} stored at {copies[v]}, epochs "
+                             f"{[epoch_of(p, o) for p, o in copies[v]]}" for v in sorted(resent)[:50]]
     if exactly_once:
         disorder = []
         for partition, entries in final.items():
-            numbers = [int(m.group(2)) for _, v in entries if (m := SEQUENCE.match(v))]
+            met: set[bytes] = set()
+            numbers = []
+            for _, value in entries:
+                if value in resent and value in met:
+                    continue  # the second copy of a resent record: ordered by its first
+                met.add(value)
+                if m := SEQUENCE.match(value):
+                    numbers.append(int(m.group(2)))
             disorder += [f"partition {partition}: sequence {a} before {b}" for a, b in zip(numbers, numbers[1:]) if b <= a]
         figures.add(f"{label}: out of order", len(disorder), violation=True, details=disorder[:50])
+
+
+def _one_copy_per_epoch(copies: list[tuple[int, int]], epoch_of) -> bool:
+    epochs = [epoch_of(partition, offset) for partition, offset in copies]
+    return None not in epochs and len(set(epochs)) == len(epochs)
 
 
 def check_seen(figures: Figures, label: str, seen: list[tuple[Partition, int, bytes]],

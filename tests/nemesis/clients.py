@@ -18,6 +18,7 @@ as acknowledged (with its partition and offset) or failed, or stays unknown (in 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 
@@ -28,13 +29,16 @@ PACE_07_S = 0.05
 # librdkafka's log lines (a connection refused at every kill) go to clients.log, not the terminal
 CLIENT_LOG = logging.getLogger("nemesis.clients")
 CLIENT_LOG.propagate = False
+# librdkafka's debug contexts for the idempotent producer (say "eos,msg"), to see why it drained
+# or bumped its epoch; its debug lines go to clients.log too.
+RDKAFKA_DEBUG = os.environ.get("NEMESIS_RDKAFKA_DEBUG", "")
 
 
 def log_clients_to(path) -> None:
     handler = logging.FileHandler(path)
     handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(message)s"))
     CLIENT_LOG.addHandler(handler)
-    CLIENT_LOG.setLevel(logging.INFO)
+    CLIENT_LOG.setLevel(logging.DEBUG if RDKAFKA_DEBUG else logging.INFO)
     for name in ("kafka",):  # kafka-python
         logging.getLogger(name).addHandler(handler)
         logging.getLogger(name).propagate = False
@@ -84,7 +88,8 @@ class IdempotentProducer(_Thread):
         return Producer({"bootstrap.servers": self.bootstrap, "acks": "all", "enable.idempotence": True,
                          "linger.ms": 5, "message.timeout.ms": 60_000, "request.timeout.ms": 10_000,
                          "topic.metadata.refresh.interval.ms": 1_000, "reconnect.backoff.max.ms": 500,
-                         "error_cb": self._error, "logger": CLIENT_LOG})
+                         "error_cb": self._error, "logger": CLIENT_LOG,
+                         **({"debug": RDKAFKA_DEBUG} if RDKAFKA_DEBUG else {})})
 
     def _error(self, error) -> None:
         if error.fatal():

@@ -146,6 +146,9 @@ def _run(cluster: Cluster, args, seed: int, root: Path) -> int:
     for consumer in consumers:
         consumer.stop(30)
     replica_problems, _hw = checker.compare_replicas(by_id, where)
+    idempotent_epochs = checker.epoch_finder({  # which producer epoch stored each record (its leader's log)
+        p: checker.producer_epochs(by_id[where[(IDEMPOTENT, p)][0]].log_dir / f"{IDEMPOTENT}-{p}", IDEMPOTENT, p)
+        for p in range(args.partitions)})
 
     figures = checker.Figures()
     figures.add("cluster recovered (every partition led, ISR full)", "yes" if recovered else f"NO: {problem}")
@@ -154,10 +157,10 @@ def _run(cluster: Cluster, args, seed: int, root: Path) -> int:
     if unread:
         figures.add("partitions not read to their end", len(unread), violation=True,
                     details=[f"{tp}: read to {n} of {end}" for tp, (n, end) in unread.items()])
-    for history, topic, keep, once in ((idempotent.history, IDEMPOTENT, True, True),
-                                       (acks_one.history, ACKS_ONE, False, False)):
+    for history, topic, keep, once, epochs in ((idempotent.history, IDEMPOTENT, True, True, idempotent_epochs),
+                                               (acks_one.history, ACKS_ONE, False, False, None)):
         final = {p: entries for (t, p), entries in modern.items() if t == topic}
-        checker.check_producer(figures, history.kind, history.acked, final, keep, once)
+        checker.check_producer(figures, history.kind, history.acked, final, keep, once, epochs)
         figures.add(f"{history.kind}: failed (not acknowledged)", len(history.failed))
         figures.add(f"{history.kind}: in flight at the end (unknown)",
                     len(history.sent) - len(history.acked) - len(history.failed))

@@ -4,15 +4,20 @@ make every nemesis run pass. The run itself: ``make nemesis`` (docs/nemesis.md).
 
 from collections import Counter
 
-from tests.nemesis.checker import Figures, check_producer, check_seen, table
+from twisted_broker.codec.kafka.record_batch import build_batch, read_header
+from twisted_broker.storage.log import Log, LogPolicy
+from twisted_broker.storage.log_directory import open_log_directory
+from twisted_broker.storage.record_offsets import append_batch
+
+from tests.nemesis.checker import Figures, check_producer, check_seen, epoch_finder, producer_epochs, table
 from tests.nemesis.faults import KINDS, schedule
 
 BROKERS, ZOOKEEPERS = ["b0", "b1", "b2", "b3", "b4"], ["zk1", "zk2", "zk3"]
 
 
-def figures_of(acked, final, must_keep=True, exactly_once=True) -> dict[str, str]:
+def figures_of(acked, final, must_keep=True, exactly_once=True, epoch_of=None) -> dict[str, str]:
     figures = Figures()
-    check_producer(figures, "all", acked, final, must_keep, exactly_once)
+    check_producer(figures, "all", acked, final, must_keep, exactly_once, epoch_of)
     return dict(figures.rows) | {"violations": figures.violations}
 
 
@@ -31,6 +36,37 @@ def test_lost_moved_duplicated_and_reordered_records_are_each_counted():
     assert got["all: duplicated"] == "1"  # 1 twice
     assert got["all: out of order"] == "1"  # 1 before 0
     assert len(got["violations"]) == 4
+
+
+def test_a_copy_stored_by_a_new_producer_epoch_is_counted_apart_and_a_copy_within_one_epoch_is_a_violation():
+    final = {0: [(0, b"i-p0-00000000"), (40, b"i-p0-00000001"),  # epoch 0
+                 (80, b"i-p0-00000001"), (120, b"i-p0-00000002"), (160, b"i-p0-00000002")]}  # epoch 1
+    epochs = epoch_finder({0: [(0, 0, 0), (40, 40, 0), (80, 80, 1), (120, 120, 1), (160, 160, 1)]})
+    acked = {b"i-p0-00000000": (0, 0), b"i-p0-00000001": (0, 80), b"i-p0-00000002": (0, 120)}
+    got = figures_of(acked, final, epoch_of=epochs)
+    assert got["all: stored again by a new producer epoch (librdkafka's epoch bump)"] == "1"  # 1
+    assert got["all: duplicated"] == "1"  # 2, twice within epoch 1
+    assert got["all: out of order"] == "1"  # 2 before 2; 1's second copy is not a step back
+    assert got["violations"] == ["all: duplicated: 1", "all: out of order: 1"]
+    assert figures_of(acked, final)["all: duplicated"] == "2"  # without the epochs, both count
+
+
+def test_producer_epochs_reads_which_epoch_stored_each_record_from_the_segment_files(tmp_path):
+    path = str(tmp_path / "t-0")
+    (tmp_path / "t-0").mkdir()
+    log = Log(path, "t", 0, open_log_directory(path, 0.0), policy=LogPolicy(), now=lambda: 0.0)
+    bases = []
+    for epoch, sequence, count in ((0, 0, 3), (0, 3, 1), (1, 0, 2)):
+        batch = bytearray(build_batch([(0, None, b"v")] * count, producer_id=7, producer_epoch=epoch,
+                                      base_sequence=sequence))
+        assert read_header(batch).records_count == count
+        bases.append(append_batch(log, batch, [b"v"] * count, 0))
+    log.flush()
+    log.close()
+    rows = producer_epochs(tmp_path / "t-0", "t", 0)
+    assert rows == [(bases[0], bases[0] + 2, 0), (bases[1], bases[1], 0), (bases[2], bases[2] + 1, 1)]
+    epoch_of = epoch_finder({0: rows})
+    assert [epoch_of(0, bases[0] + 1), epoch_of(0, bases[2] + 1), epoch_of(0, bases[2] + 2)] == [0, 1, None]
 
 
 def test_an_acknowledgement_without_an_offset_needs_its_record_in_its_partition_anywhere():
