@@ -3,9 +3,9 @@
 Each subcommand (README.md, "Command line": produce, consume, offsets, topics, groups, reset-offsets,
 dump-log, mirror, etl, preferred-leader-election, reassign-partitions, users, acls, quotas) is one row of
 ``SUBCOMMANDS``, added by the issue that writes it.
-A row's functions live in the module that does the work (twisted_broker/tools/); that module
-imports its heavy dependencies (the reactor, kazoo, pyspark) inside ``run`` so ``--help``
-stays fast.
+A row's functions live in the module that does the work (twisted_broker/tools/), imported
+only when that subcommand runs (or for ``--help``); a module imports its heaviest dependencies
+(the reactor, kazoo, pyspark) inside ``run``.
 
 Exit status: 0 on success; 1 for a failure the user can meet without a bug of ours (a broker
 or ZooKeeper that does not answer, an unknown topic, a bad offset, a corrupt file), reported
@@ -16,6 +16,7 @@ together, one line as well; 130 on Ctrl-C; 141 when stdout's reader went away.
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import os
 import sys
@@ -25,13 +26,8 @@ from typing import NoReturn
 
 from twisted_broker import __version__
 from twisted_broker.client.errors import ProducerError
-from twisted_broker.config import ConfigError
 from twisted_broker.errors import KafkaError, UnexpectedResponse
-from twisted_broker.tools import (
-    acls, consume, dump_log, groups, mirror, offsets, produce, quotas, replication_admin, topics, users,
-    zk_default,
-)
-from twisted_broker.spark import etl  # imports no pyspark, pyarrow or kazoo until it runs
+from twisted_broker.properties import ConfigError
 from twisted_broker.tools.errors import CommandError, UsageError
 
 __all__ = ["CommandError", "SUBCOMMANDS", "Subcommand", "build_parser", "main"]
@@ -50,24 +46,48 @@ class Subcommand:
     run: Callable[[argparse.Namespace], int]  # returns the exit status
 
 
-# name -> Subcommand, in the order --help lists them.
-SUBCOMMANDS: dict[str, Subcommand] = {
-    "produce": Subcommand(produce.HELP, produce.add_arguments, produce.run),
-    "consume": Subcommand(consume.HELP, consume.add_arguments, consume.run),
-    "offsets": Subcommand(offsets.HELP, offsets.add_arguments, offsets.run),
-    "topics": Subcommand(topics.HELP, topics.add_arguments, topics.run),
-    "groups": Subcommand(groups.HELP, groups.add_arguments, groups.run),
-    "reset-offsets": Subcommand(groups.RESET_HELP, groups.add_reset_arguments, groups.run_reset),
-    "dump-log": Subcommand(dump_log.HELP, dump_log.add_arguments, dump_log.run),
-    "mirror": Subcommand(mirror.HELP, mirror.add_arguments, mirror.run),
-    "etl": Subcommand(etl.HELP, etl.add_arguments, etl.main),
-    "preferred-leader-election": Subcommand(replication_admin.ELECTION_HELP, replication_admin.add_election_arguments,
-                                            replication_admin.run_election),
-    "reassign-partitions": Subcommand(replication_admin.REASSIGN_HELP, replication_admin.add_reassign_arguments,
-                                      replication_admin.run_reassign),
-    "users": Subcommand(users.HELP, users.add_arguments, users.run),
-    "acls": Subcommand(acls.HELP, acls.add_arguments, acls.run),
-    "quotas": Subcommand(quotas.HELP, quotas.add_arguments, quotas.run),
+@dataclass(frozen=True)
+class ToolModule:
+    """A row read from its module's ``HELP``, ``add_arguments`` and ``run`` (or the names
+    given), imported when the row is first used: a run of one subcommand imports no other's
+    module (topics' alone costs 0.2 s of imports, the SCRAM library acls' 0.1 s)."""
+    module: str
+    help_name: str = "HELP"
+    add_name: str = "add_arguments"
+    run_name: str = "run"
+
+    @property
+    def help(self) -> str:
+        return getattr(importlib.import_module(self.module), self.help_name)
+
+    @property
+    def add_arguments(self) -> Callable[[argparse.ArgumentParser], None]:
+        return getattr(importlib.import_module(self.module), self.add_name)
+
+    @property
+    def run(self) -> Callable[[argparse.Namespace], int]:
+        return getattr(importlib.import_module(self.module), self.run_name)
+
+
+_TOOLS = "twisted_broker.tools."
+# name -> Subcommand (or ToolModule), in the order --help lists them.
+SUBCOMMANDS: dict[str, Subcommand | ToolModule] = {
+    "produce": ToolModule(_TOOLS + "produce"),
+    "consume": ToolModule(_TOOLS + "consume"),
+    "offsets": ToolModule(_TOOLS + "offsets"),
+    "topics": ToolModule(_TOOLS + "topics"),
+    "groups": ToolModule(_TOOLS + "groups"),
+    "reset-offsets": ToolModule(_TOOLS + "groups", "RESET_HELP", "add_reset_arguments", "run_reset"),
+    "dump-log": ToolModule(_TOOLS + "dump_log"),
+    "mirror": ToolModule(_TOOLS + "mirror"),
+    "etl": ToolModule("twisted_broker.spark.etl", run_name="main"),  # no pyspark, pyarrow or kazoo until it runs
+    "preferred-leader-election": ToolModule(_TOOLS + "replication_admin", "ELECTION_HELP", "add_election_arguments",
+                                            "run_election"),
+    "reassign-partitions": ToolModule(_TOOLS + "replication_admin", "REASSIGN_HELP", "add_reassign_arguments",
+                                      "run_reassign"),
+    "users": ToolModule(_TOOLS + "users"),
+    "acls": ToolModule(_TOOLS + "acls"),
+    "quotas": ToolModule(_TOOLS + "quotas"),
 }
 
 
@@ -78,17 +98,26 @@ class _ArgumentParser(argparse.ArgumentParser):
         self.exit(2, f"{PROG}: error: {message}\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """Return the parser for the whole command line, one subparser per SUBCOMMANDS row."""
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """Return the parser for the whole command line, one subparser per SUBCOMMANDS row; with
+    ``only`` (a row's name), that row's alone, so no other row's module is imported."""
     parser = _ArgumentParser(prog=PROG, description="Tools for a Kafka 0.7 cluster.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("-v", "--verbose", action="count", default=0,
                         help="log more to stderr: -v our INFO lines and ZooKeeper warnings, -vv everything")
     subparsers = parser.add_subparsers(dest="command", metavar="SUBCOMMAND", required=True)
     for name, subcommand in SUBCOMMANDS.items():
-        subparser = subparsers.add_parser(name, help=subcommand.help, description=subcommand.help)
-        subcommand.add_arguments(subparser)
+        if only is None or name == only:
+            subparser = subparsers.add_parser(name, help=subcommand.help, description=subcommand.help)
+            subcommand.add_arguments(subparser)
     return parser
+
+
+def _chosen(argv: Sequence[str]) -> str | None:
+    """The subcommand ``argv`` names: its first word that is not an option (the options before
+    it take no value), if that is a row's name; None builds every row (--help, a typo)."""
+    word = next((arg for arg in argv if not arg.startswith("-")), None)
+    return word if word in SUBCOMMANDS else None
 
 
 def configure_logging(verbose: int) -> None:
@@ -111,7 +140,8 @@ def configure_logging(verbose: int) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse argv (default: sys.argv[1:]), run the chosen subcommand, return its exit status."""
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(_chosen(argv)).parse_args(argv)
     configure_logging(args.verbose)
     try:
         return SUBCOMMANDS[args.command].run(args)
@@ -135,5 +165,7 @@ def _one_line(error: BaseException, args: argparse.Namespace) -> str:
         from twisted_broker.registry.cluster_view import ZooKeeperUnavailable  # loads kazoo: only here
 
         if isinstance(error, ZooKeeperUnavailable):
+            from twisted_broker.tools import zk_default
+
             return zk_default.not_answering(args.zk, args.zk_source)
     return str(error) or type(error).__name__
