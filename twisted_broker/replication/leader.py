@@ -37,6 +37,7 @@ Each move of the HW says how many replicas it counted (``Decision.copies``): an 
 write it passes is acknowledged only if they are at least ``min.insync.replicas``
 (``enough_copies``), else answered NotEnoughReplicasAfterAppend, as Kafka does: the ISR may
 shrink to the leader alone after the append, and the HW then passes the write on one copy.
+A write found already below the HW (a retry) counts the replicas that hold the HW now.
 """
 
 from __future__ import annotations
@@ -88,8 +89,6 @@ class LeaderPartition:
         self.min_insync_replicas = min_insync_replicas
         self.fenced = False
         self.pending_isr: tuple[int, ...] | None = None
-        # The replicas the high watermark counted when it last moved (Decision.copies).
-        self.copies = len(self.isr)
         # Every follower starts as caught up now: a follower gets a full lag time to fetch
         # before it is dropped, as if it had just caught up when this leader took office.
         self.followers = {b: FollowerPosition(caught_up_at_ms=now_ms, last_fetch_at_ms=now_ms)
@@ -214,16 +213,27 @@ class LeaderPartition:
                 ends.append(end)
         candidate = min(ends)
         if candidate > self.high_watermark:
-            self.high_watermark, self.copies = candidate, len(ends)
+            self.high_watermark = candidate
             return Decision(high_watermark=candidate, copies=len(ends))
         return NOTHING
 
     def enough_copies(self, copies: int | None = None) -> bool:
         """Whether an acks=all write the high watermark passed with ``copies`` replicas
-        counted (its last move's by default) may be acknowledged: an acknowledgement of
-        acks=all means at least min.insync.replicas copies (Kafka's
-        NOT_ENOUGH_REPLICAS_AFTER_APPEND otherwise)."""
-        return (self.copies if copies is None else copies) >= self.min_insync_replicas
+        counted may be acknowledged: an acknowledgement of acks=all means at least
+        min.insync.replicas copies (Kafka's NOT_ENOUGH_REPLICAS_AFTER_APPEND otherwise).
+        Without ``copies`` (a write already below the high watermark: an idempotent
+        producer's retry), the replicas that hold the high watermark now, as Kafka counts
+        its ISR at that moment: not the count of the high watermark's last move, which may
+        have passed the write on the leader alone and then stays until the next append. A
+        producer whose batch is refused so retries it alone, and nothing else is appended:
+        the nemesis of 2026-12-07 saw one retry for 45 s, until the client timed out."""
+        return (self.holders() if copies is None else copies) >= self.min_insync_replicas
+
+    def holders(self) -> int:
+        """Replicas holding everything below the high watermark now: the leader, and each
+        ISR member whose fetches showed it reached the high watermark."""
+        return 1 + sum(1 for b in self.isr if b != self.broker_id and b in self.followers
+                       and self.followers[b].end is not None and self.followers[b].end >= self.high_watermark)
 
     def follower_lag(self) -> dict[int, int | None]:
         """Bytes each follower is behind the leader's log end (None: not fetched yet)."""

@@ -98,7 +98,7 @@ class Replica:
             d.callback(None)
         else:
             d.errback(NotEnoughReplicasAfterAppend(
-                f"{self.name}: committed on {self.leader.copies if copies is None else copies} replica(s), "
+                f"{self.name}: committed on {self.leader.holders() if copies is None else copies} replica(s), "
                 f"min.insync.replicas={self.leader.min_insync_replicas}"))
 
     def expire_waiters(self, now_ms: int) -> None:

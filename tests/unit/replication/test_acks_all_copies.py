@@ -123,3 +123,37 @@ def test_a_cancelled_wait_is_dropped(tmp_path):
     d.addErrback(lambda f: None)
     d.cancel()
     assert r.ack_waiters == []
+
+
+def test_a_retry_below_the_high_watermark_counts_the_replicas_that_hold_it_now(tmp_path):
+    # The nemesis of 2026-12-07: the HW passed a batch while the ISR was the leader alone
+    # (refused with 20, rightly); the followers came back and fetched it, but the HW did not
+    # move again (nothing new was appended), and every retry of the batch, a duplicate found
+    # below the HW, was refused with 20 by the count of that last move: 45 s, until the
+    # client timed the batch out and re-sent it under a new producer epoch.
+    r = replica(tmp_path, min_insync=2)
+    r.log.append(validate_message_set(encode_message_set([b"x"])))
+    end = r.log.written_end
+    r.leader.appended(end)
+    first = outcome(r.wait_for_commit(end, deadline_ms=60_000))
+    r.leader.follower_fetched(1, 0, now_ms=1)
+    r.leader.follower_fetched(2, 0, now_ms=1)
+    r.leader.tick(LAG_MS + 2)
+    commit(r, r.leader.isr_written((0,)))
+    assert isinstance(first[0], NotEnoughReplicasAfterAppend)
+    assert outcome(r.wait_for_commit(end, deadline_ms=60_000))[0].code == 20  # still one copy
+    assert r.leader.follower_fetched(1, end, now_ms=LAG_MS + 3).propose_isr == (0, 1)
+    assert r.leader.isr_written((0, 1)).high_watermark is None  # the HW stays where it was
+    assert outcome(r.wait_for_commit(end, deadline_ms=60_000)) == ["acknowledged"]  # two copies now
+
+
+def test_holders_are_the_leader_and_the_isr_members_that_reached_the_high_watermark():
+    p = leader()
+    p.appended(100)
+    p.follower_fetched(1, 100, now_ms=1)
+    assert p.high_watermark == 0 and p.holders() == 2  # follower 2 has not fetched: not counted
+    p.follower_fetched(2, 100, now_ms=1)
+    assert p.high_watermark == 100 and p.holders() == 3
+    p.appended(200)
+    p.follower_fetched(1, 200, now_ms=2)
+    assert p.high_watermark == 100 and p.holders() == 3
