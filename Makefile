@@ -129,12 +129,9 @@ system-packages:
 EXTRAS_test := test,spark
 EXTRAS_bench := test,bench,spark
 
-# uv (from PyPI, into the venv) installs from its cache by hard links: the two venvs' set-up
-# took pip about 50 s of copying (pyspark alone is 300 MB, in each venv).
 $(VENV)/.installed-%: setup.cfg pyproject.toml Makefile | system-packages
 	[ -x $(VENV)/bin/python ] || $(PYTHON) -m venv $(VENV)
-	[ -x $(VENV)/bin/uv ] || $(VENV)/bin/pip install -q uv
-	$(VENV)/bin/uv pip install -q --python $(VENV)/bin/python -e '.[$(EXTRAS_$*)]' -C editable_mode=compat
+	$(VENV)/bin/pip install -q -e '.[$(EXTRAS_$*)]' --config-settings editable_mode=compat
 	touch $@
 
 # A Python with pyspark (the driver's version) and pyarrow and nothing of this project: the
@@ -148,7 +145,7 @@ test bench: $(SPARK_WORKER_VENV)/.installed
 
 $(SPARK_WORKER_VENV)/.installed: setup.cfg Makefile | $(VENV)/.installed-test
 	[ -x $(SPARK_WORKER_VENV)/bin/python ] || $(PYTHON) -m venv $(SPARK_WORKER_VENV)
-	$(VENV)/bin/uv pip install -q --python $(SPARK_WORKER_VENV)/bin/python $$($(VENV)/bin/python -c \
+	$(SPARK_WORKER_VENV)/bin/pip install -q $$($(VENV)/bin/python -c \
 	  'from importlib.metadata import version as v; print("pyspark==" + v("pyspark"), "pyarrow==" + v("pyarrow"))')
 	touch $@
 
