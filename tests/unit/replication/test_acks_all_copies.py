@@ -75,8 +75,9 @@ def commit(r, decision):
     r.release_waiters(decision.copies)
 
 
-def test_a_waiting_produce_passed_on_fewer_copies_than_the_minimum_fails_after_append(tmp_path):
-    r = replica(tmp_path, min_insync=2)
+def committed_on_the_leader_alone(r):
+    """Append one message and wait for its commit while both followers fall out of the ISR:
+    the HW passes it counting the leader alone. Returns its end and the wait's outcome."""
     r.log.append(validate_message_set(encode_message_set([b"x"])))
     end = r.log.written_end
     r.leader.appended(end)
@@ -85,6 +86,12 @@ def test_a_waiting_produce_passed_on_fewer_copies_than_the_minimum_fails_after_a
     r.leader.follower_fetched(2, 0, now_ms=1)
     r.leader.tick(LAG_MS + 2)
     commit(r, r.leader.isr_written((0,)))
+    return end, waiting
+
+
+def test_a_waiting_produce_passed_on_fewer_copies_than_the_minimum_fails_after_append(tmp_path):
+    r = replica(tmp_path, min_insync=2)
+    _end, waiting = committed_on_the_leader_alone(r)
     assert len(waiting) == 1 and isinstance(waiting[0], NotEnoughReplicasAfterAppend)
     assert waiting[0].code == 20
     assert r.ack_waiters == []
@@ -132,14 +139,7 @@ def test_a_retry_below_the_high_watermark_counts_the_replicas_that_hold_it_now(t
     # below the HW, was refused with 20 by the count of that last move: 45 s, until the
     # client timed the batch out and re-sent it under a new producer epoch.
     r = replica(tmp_path, min_insync=2)
-    r.log.append(validate_message_set(encode_message_set([b"x"])))
-    end = r.log.written_end
-    r.leader.appended(end)
-    first = outcome(r.wait_for_commit(end, deadline_ms=60_000))
-    r.leader.follower_fetched(1, 0, now_ms=1)
-    r.leader.follower_fetched(2, 0, now_ms=1)
-    r.leader.tick(LAG_MS + 2)
-    commit(r, r.leader.isr_written((0,)))
+    end, first = committed_on_the_leader_alone(r)
     assert isinstance(first[0], NotEnoughReplicasAfterAppend)
     assert outcome(r.wait_for_commit(end, deadline_ms=60_000))[0].code == 20  # still one copy
     assert r.leader.follower_fetched(1, end, now_ms=LAG_MS + 3).propose_isr == (0, 1)
