@@ -231,9 +231,11 @@ class LeaderPartition:
 
     def holders(self) -> int:
         """Replicas holding everything below the high watermark now: the leader, and each
-        ISR member whose fetches showed it reached the high watermark."""
+        ISR member whose fetches reached it, or that has not fetched from this leader yet
+        (the HW has then not moved since this leader took office, and the ISR it was given
+        held it). In practice the ISR's size, as Kafka counts."""
         return 1 + sum(1 for b in self.isr if b != self.broker_id and b in self.followers
-                       and self.followers[b].end is not None and self.followers[b].end >= self.high_watermark)
+                       and (self.followers[b].end is None or self.followers[b].end >= self.high_watermark))
 
     def follower_lag(self) -> dict[int, int | None]:
         """Bytes each follower is behind the leader's log end (None: not fetched yet)."""

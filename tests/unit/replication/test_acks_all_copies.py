@@ -151,9 +151,29 @@ def test_holders_are_the_leader_and_the_isr_members_that_reached_the_high_waterm
     p = leader()
     p.appended(100)
     p.follower_fetched(1, 100, now_ms=1)
-    assert p.high_watermark == 0 and p.holders() == 2  # follower 2 has not fetched: not counted
+    assert p.high_watermark == 0 and p.holders() == 3  # follower 2 has not fetched: it held 0 at election
     p.follower_fetched(2, 100, now_ms=1)
     assert p.high_watermark == 100 and p.holders() == 3
     p.appended(200)
     p.follower_fetched(1, 200, now_ms=2)
     assert p.high_watermark == 100 and p.holders() == 3
+    p.follower_fetched(2, 100, now_ms=2)
+    p.follower_fetched(1, 200, now_ms=LAG_MS + 2)
+    assert p.tick(LAG_MS + 3).propose_isr == (0, 1)  # follower 2 stopped at 100
+    p.isr_written((0, 1))
+    assert p.high_watermark == 200 and p.holders() == 2
+
+
+def test_a_new_leader_counts_the_isr_it_took_office_with_until_its_followers_fetch():
+    # The first stall of the nemesis of 2026-12-07: a leader elected with ISR [4] alone, then
+    # joined by a follower, refused every retry of a batch its predecessor had committed.
+    def new_leader(isr):
+        return LeaderPartition(broker_id=0, leader_epoch=4, epoch_start_offset=100, replicas=(0, 1, 2), isr=isr,
+                               log_end=100, high_watermark=100, now_ms=0, lag_time_max_ms=LAG_MS,
+                               min_insync_replicas=2)
+    assert new_leader((0, 1, 2)).enough_copies() and new_leader((0, 1, 2)).holders() == 3
+    alone = new_leader((0,))
+    assert not alone.enough_copies()
+    assert alone.follower_fetched(1, 100, now_ms=1).propose_isr == (0, 1)
+    alone.isr_written((0, 1))
+    assert alone.high_watermark == 100 and alone.enough_copies()
