@@ -107,8 +107,15 @@ def test_a_producer_quota_holds_a_flood_while_another_producer_keeps_its_through
     free.stop()
     flood_rate = flood.rate(started + WARM_S, started + WARM_S + MEASURE_S)
     free_rate = free.rate(started + WARM_S, started + WARM_S + MEASURE_S)
+    # The unquoted producer alone again, after: the rest of the suite shares these two cores,
+    # and a load that came during the flood (a CI run saw 0.31x) is then in both baselines.
+    after = Flood(bootstrap, "free-after", "free").start()
+    time.sleep(1.0 + 4.0)
+    after.stop()
+    alone_rate = min(alone_rate, after.rate(after.acked[0][0] + 1.0, after.acked[0][0] + 5.0))
     print(f"\nquota {QUOTA / 1e6:.3f} MB/s: flood {flood_rate / 1e6:.3f} MB/s over {MEASURE_S:.0f} s; "
-          f"unquoted producer alone {alone_rate / 1e6:.2f} MB/s, beside the flood {free_rate / 1e6:.2f} MB/s; "
+          f"unquoted producer alone {alone_rate / 1e6:.2f} MB/s (the lower of before and after), "
+          f"beside the flood {free_rate / 1e6:.2f} MB/s; "
           f"largest throttle_time_ms reported to the flood {flood.throttle_ms}, to the other {free.throttle_ms}")
     assert flood_rate == pytest.approx(QUOTA, rel=0.2)
     # Two cores shared by the broker, both clients (their Python threads share a GIL) and others.
