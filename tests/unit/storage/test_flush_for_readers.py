@@ -44,24 +44,25 @@ def test_an_empty_read_at_the_end_asks_for_the_flush_through_flush_for_reader(ma
     assert len(flusher.jobs) == 1
 
 
-def test_a_watcher_woken_where_the_broker_hears_of_the_flush_may_answer_at_once(make_log, batch, manual_flusher):
-    flusher = manual_flusher
+def flushed_with_a_watcher(make_log, batch, flusher):
+    """A log flushed after every message, a flush watcher, one append whose fsync has run
+    (not yet reaped); returns the log and what the watcher was woken with."""
     log = make_log(flush_interval_messages=1, flusher=flusher)
     woken = []
     log.watch_flush(woken.append)
     log.append(batch([b"ab"]))
     flusher.jobs[0].run()
+    return log, woken
+
+
+def test_a_watcher_woken_where_the_broker_hears_of_the_flush_may_answer_at_once(make_log, batch, manual_flusher):
+    log, woken = flushed_with_a_watcher(make_log, batch, manual_flusher)
     log.publish_flushed()  # the fsync process's reply, outside any other log call
     assert woken == [True]
 
 
 def test_a_watcher_woken_inside_another_log_call_must_only_schedule(make_log, batch, manual_flusher):
-    flusher = manual_flusher
-    log = make_log(flush_interval_messages=1, flusher=flusher)
-    woken = []
-    log.watch_flush(woken.append)
-    log.append(batch([b"ab"]))
-    flusher.jobs[0].run()
+    log, woken = flushed_with_a_watcher(make_log, batch, manual_flusher)
     assert log.read(0, 4096) is not None  # the read reaps the finished job, and wakes it
     assert woken == [False]
     log.publish_flushed()  # already published: nobody is woken twice
