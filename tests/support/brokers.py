@@ -1,7 +1,9 @@
 """Real broker processes for tests, and raw-socket clients of their ports.
 
-Brokers are real ``twistd -n broker`` processes on loopback with ``--port 0``; they write the
-port they bound to a file, and their files live under the test's ``tmp_path``. The fixtures
+Brokers are real ``twistd -n broker`` processes on loopback with ``--port 0``, forked from a
+warm interpreter that has imported Twisted and the project (tests/support/forked_twistd.py;
+``TWISTD_LAUNCH=exec`` exec's each instead); they write the port they bound to a file, and their
+files live under the test's ``tmp_path``. The fixtures
 ``broker_factory`` and ``broker`` (registered for every folder by tests/conftest.py) stop what
 they started.
 """
@@ -18,6 +20,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.support.forked_twistd import ForkedProcess, launch as launch_twistd
 
 ROOT = Path(__file__).resolve().parents[2]
 # twistd of the interpreter running the tests (twisted.scripts.twistd has no __main__ guard).
@@ -47,7 +51,7 @@ class BrokerProcess:
         self.config.write_text("".join(f"{key}={value}\n" for key, value in settings.items()))
         self.broker_id = broker_id
         self.extra_args = extra_args or []
-        self.process: subprocess.Popen | None = None
+        self.process: subprocess.Popen | ForkedProcess | None = None
         self.port: int | None = None
 
     def start(self, timeout_s: float = 30.0) -> "BrokerProcess":
@@ -61,8 +65,8 @@ class BrokerProcess:
             self.port_file.unlink()
         # stderr to a file, not a pipe nobody reads: a chatty process would block on it.
         with self.stderr_file.open("wb") as stderr:
-            self.process = subprocess.Popen(
-                [*TWISTD, "-n", "--pidfile=", f"--logfile={self.log_file}", "broker",
+            self.process = launch_twistd(
+                ["-n", "--pidfile=", f"--logfile={self.log_file}", "broker",
                  "--config", str(self.config), "--port-file", str(self.port_file), *self.extra_args],
                 cwd=self.directory, stdout=subprocess.DEVNULL, stderr=stderr)
 

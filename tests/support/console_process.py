@@ -14,7 +14,7 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support.brokers import TWISTD
+from tests.support.forked_twistd import ForkedProcess, launch as launch_twistd
 
 
 @dataclass
@@ -61,13 +61,13 @@ class ConsoleProcess:
         self.log_file = directory / "twistd.log"
         self.args = ["webui", "--zk", zk_connect, "--listen", "tcp:0:interface=127.0.0.1",
                      "--port-file", str(self.port_file), *extra_args]
-        self.process: subprocess.Popen | None = None
+        self.process: subprocess.Popen | ForkedProcess | None = None
         self.port: int | None = None
 
     def start(self, timeout_s: float = 30.0) -> "ConsoleProcess":
         with (self.directory / "stderr.log").open("wb") as stderr:
-            self.process = subprocess.Popen([*TWISTD, "-n", "--pidfile=", f"--logfile={self.log_file}", *self.args],
-                                            cwd=self.directory, stdout=subprocess.DEVNULL, stderr=stderr)
+            self.process = launch_twistd(["-n", "--pidfile=", f"--logfile={self.log_file}", *self.args],
+                                         cwd=self.directory, stdout=subprocess.DEVNULL, stderr=stderr)
         self.port = wait_for_port_file(self.port_file, self.process, timeout_s)
         return self
 
@@ -89,7 +89,7 @@ class ConsoleProcess:
         return response.json()
 
 
-def wait_for_port_file(path: Path, process: subprocess.Popen, timeout_s: float) -> int:
+def wait_for_port_file(path: Path, process: subprocess.Popen | ForkedProcess, timeout_s: float) -> int:
     deadline = time.monotonic() + timeout_s
     while not (path.exists() and path.read_text().strip()):
         if process.poll() is not None:
