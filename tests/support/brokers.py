@@ -1,8 +1,8 @@
 """Real broker processes for tests, and raw-socket clients of their ports.
 
 Brokers are real ``twistd -n broker`` processes on loopback with ``--port 0``, forked from a
-warm interpreter that has imported Twisted and the project (tests/support/forked_twistd.py;
-``TWISTD_LAUNCH=exec`` exec's each instead); they write the port they bound to a file, and their
+warm interpreter that has imported Twisted and the project (tests/support/forked_processes.py;
+``TEST_PROCESSES=exec`` exec's each instead); they write the port they bound to a file, and their
 files live under the test's ``tmp_path``. The fixtures
 ``broker_factory`` and ``broker`` (registered for every folder by tests/conftest.py) stop what
 they started.
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.forked_twistd import ForkedProcess, launch as launch_twistd
+from tests.support.forked_processes import ForkedProcess, launch as launch_twistd
 
 ROOT = Path(__file__).resolve().parents[2]
 # twistd of the interpreter running the tests (twisted.scripts.twistd has no __main__ guard).

@@ -1,5 +1,6 @@
 """``python -m twisted_broker`` as a real process for tests: the environment it runs in, running
-it to completion or in the background, and the shape of its one-line errors."""
+it to completion (forked from a warm interpreter, tests/support/forked_processes.py) or in the
+background, and the shape of its one-line errors."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import subprocess
 import sys
 
 from tests.support.brokers import ROOT
+from tests.support.forked_processes import run_module
 
 CLI = [sys.executable, "-m", "twisted_broker"]
 
@@ -21,9 +23,10 @@ def cli_env(**extra: str) -> dict[str, str]:
 
 def run_cli(*args: object, input: bytes | None = None, timeout_s: float = 60, cwd: object = ROOT,
             env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """Run ``python -m twisted_broker ARGS`` to completion; stdout and stderr as bytes."""
-    return subprocess.run([*CLI, *map(str, args)], input=input, capture_output=True, cwd=cwd,
-                          timeout=timeout_s, env=env or cli_env())
+    """Run ``python -m twisted_broker ARGS`` to completion; stdout and stderr as bytes. Forked
+    from the worker's warm interpreter (tests/support/forked_processes.py)."""
+    return run_module("twisted_broker", list(map(str, args)), input=input, timeout_s=timeout_s, cwd=cwd,
+                      env=env or cli_env())
 
 
 def start_cli(*args: object, env: dict[str, str] | None = None, **popen) -> subprocess.Popen:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support.forked_twistd import ForkedProcess, launch as launch_twistd
+from tests.support.forked_processes import ForkedProcess, launch as launch_twistd
 
 
 @dataclass

@@ -1,8 +1,8 @@
-"""The suite's brokers are forked from a warm interpreter (tests/support/forked_twistd.py): a
-broker started that way must behave as one exec'd from the command line. Each case runs both
-ways and compares what a test can see: the exit status of a clean stop, of a kill -9 and of a
-refused configuration, what the refusal wrote to stderr, and the descriptors and threads the
-running broker holds.
+"""The suite's brokers and command lines are forked from a warm interpreter
+(tests/support/forked_processes.py): each must behave as one exec'd. Each case runs both ways
+and compares what a test can see: the exit status of a clean stop, of a kill -9 and of a refused
+configuration, what the refusal printed, the descriptors and threads the running broker holds,
+and a command line's output for its input, its errors and its time-out.
 """
 
 from __future__ import annotations
@@ -14,12 +14,13 @@ import subprocess
 import pytest
 
 from tests.support.brokers import BrokerProcess
-from tests.support.forked_twistd import ForkedProcess, launch as launch_twistd
+from tests.support.cli import broker_list, run_cli
+from tests.support.forked_processes import ForkedProcess, launch as launch_twistd
 
 
 @pytest.fixture(params=["fork", "exec"])
 def launch_mode(request, monkeypatch):
-    monkeypatch.setenv("TWISTD_LAUNCH", request.param)
+    monkeypatch.setenv("TEST_PROCESSES", request.param)
     return request.param
 
 
@@ -53,7 +54,7 @@ def test_a_refused_configuration_exits_1_and_prints_what_an_execd_one_prints(tmp
     config.write_text("brokerid=0\nport=0\nlog.dir=logs\nenable.zookeeper=false\nnum.partitions=zero\n")
     printed = {}
     for mode in ("exec", "fork"):
-        monkeypatch.setenv("TWISTD_LAUNCH", mode)
+        monkeypatch.setenv("TEST_PROCESSES", mode)
         out, err = tmp_path / f"{mode}.out", tmp_path / f"{mode}.err"
         with out.open("wb") as stdout, err.open("wb") as stderr:
             process = launch_twistd(["-n", "--pidfile=", f"--logfile={tmp_path / mode}.log", "broker",
@@ -81,7 +82,7 @@ def _descriptors_and_threads(broker: BrokerProcess) -> tuple[list[str], int]:
 def test_a_forked_broker_holds_the_descriptors_and_threads_an_execd_one_holds(tmp_path, monkeypatch):
     seen = {}
     for mode in ("exec", "fork"):
-        monkeypatch.setenv("TWISTD_LAUNCH", mode)
+        monkeypatch.setenv("TEST_PROCESSES", mode)
         broker = BrokerProcess(tmp_path / mode).start()
         try:
             broker.connect().close()
@@ -91,3 +92,28 @@ def test_a_forked_broker_holds_the_descriptors_and_threads_an_execd_one_holds(tm
     fds, threads = seen["fork"]
     assert {"DIR/stderr.log", "DIR/twistd.log", "DIR/logs/.lock"} <= set(fds) and threads >= 1, fds
     assert seen["fork"] == seen["exec"]
+
+
+def test_a_forked_command_line_reads_stdin_and_prints_what_an_execd_one_prints(broker_factory, monkeypatch):
+    broker = broker_factory()
+    lines = [f"line-{i:04d}".encode() for i in range(500)]
+    for mode in ("exec", "fork"):
+        monkeypatch.setenv("TEST_PROCESSES", mode)
+        produced = run_cli("produce", "--broker-list", broker_list(broker), "--topic", mode,
+                           input=b"\n".join(lines) + b"\n")
+        assert produced.returncode == 0, produced.stderr
+    results = {}
+    for mode in ("exec", "fork"):
+        monkeypatch.setenv("TEST_PROCESSES", mode)
+        consumed = run_cli("consume", "--broker-list", broker_list(broker), "--topic", "exec",
+                           "--from-beginning", "--max-messages", "500")
+        refused = run_cli("dump-log", str(broker.directory / "no-such-segment.kafka"))
+        with pytest.raises(subprocess.TimeoutExpired) as timed_out:
+            run_cli("consume", "--broker-list", broker_list(broker), "--topic", "fork", "--from-beginning",
+                    timeout_s=3)
+        results[mode] = (consumed.returncode, consumed.stdout, consumed.stderr, refused.returncode, refused.stdout,
+                         refused.stderr, timed_out.value.output.splitlines())
+    assert results["exec"][1].splitlines() == lines
+    assert results["exec"][3] != 0 and results["exec"][5].startswith(b"twisted-broker: error: "), results["exec"]
+    assert results["exec"][6] == lines  # the other mode's messages, printed before the time-out
+    assert results["fork"] == results["exec"]
