@@ -346,18 +346,26 @@ def run_seed(seed: int, config: SimConfig | None = None, *, verbose: bool = Fals
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+_isolated_pool: ProcessPoolExecutor | None = None
+
+
 def run_seed_isolated(seed: int, config: SimConfig | None = None) -> Result:
-    """``run_seed`` in a fresh interpreter with PYTHONHASHSEED=0, as ``make simulate`` runs
+    """``run_seed`` in an interpreter started with PYTHONHASHSEED=0, as ``make simulate`` runs
     it: a set of strings iterates in an order that depends on the hash seed, so the same seed
-    takes another path in a process whose hash seed differs (a pytest worker's is random)."""
-    previous = os.environ.get("PYTHONHASHSEED")
-    os.environ["PYTHONHASHSEED"] = "0"  # read by the spawned interpreter at its start
-    try:
-        with ProcessPoolExecutor(1, mp_context=get_context("spawn")) as pool:
-            return pool.submit(run_seed, seed, config).result()
-    finally:
-        if previous is None:
-            del os.environ["PYTHONHASHSEED"]
-        else:
-            os.environ["PYTHONHASHSEED"] = previous
+    takes another path in a process whose hash seed differs (a pytest worker's is random). One
+    such interpreter per calling process runs every seed in turn, as each of ``make
+    simulate``'s does (starting one, ~0.7 CPU-s, per seed was most of a short seed's cost)."""
+    global _isolated_pool
+    if _isolated_pool is None:
+        previous = os.environ.get("PYTHONHASHSEED")
+        os.environ["PYTHONHASHSEED"] = "0"  # read by the spawned interpreter at its start
+        try:
+            _isolated_pool = ProcessPoolExecutor(1, mp_context=get_context("spawn"))
+            _isolated_pool.submit(int).result()  # started now, with the variable set
+        finally:
+            if previous is None:
+                del os.environ["PYTHONHASHSEED"]
+            else:
+                os.environ["PYTHONHASHSEED"] = previous
+    return _isolated_pool.submit(run_seed, seed, config).result()
 
