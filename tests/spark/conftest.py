@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.support.spark_topics import Cluster
+from tests.support.jvm_options import spark_conf
 
 
 @pytest.fixture(scope="session")
@@ -19,7 +20,8 @@ def spark() -> Iterator:
     from twisted_broker.spark.session import build_session
     # Two cores here: two task slots, and few shuffle partitions for the small aggregates.
     session = build_session("local[2]", app_name="twisted-broker-tests",
-                            conf={"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"})
+                            conf={"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2",
+                                  **spark_conf()})
     yield session
     session.stop()
 

@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.support.spark_topics import payloads
+from tests.support.jvm_options import spark_conf, spark_daemon_env
 from twisted_broker.codec.kafka07.compression import GZIP, NO_COMPRESSION, SNAPPY
 from twisted_broker.spark.standalone import StandaloneCluster
 
@@ -43,7 +44,16 @@ def standalone(tmp_path_factory):
     hide = [ROOT] if ROOT in venv.parents else [ROOT, venv]
     cluster = StandaloneCluster(str(WORKER_PYTHON), tmp_path_factory.mktemp("spark-standalone"), workers=2,
                                 cores=1, memory="1g", hide=hide, keep=[WORKER_PYTHON.parents[1]])
-    cluster.start()
+    saved = {name: os.environ.get(name) for name in spark_daemon_env()}
+    os.environ.update(spark_daemon_env())  # read when the daemons are spawned
+    try:
+        cluster.start()
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name)
+            else:
+                os.environ[name] = value
     yield cluster
     cluster.stop()
 
@@ -65,6 +75,7 @@ def _etl(cluster: StandaloneCluster, zk_connect: str, tmp_path: Path, *options: 
                # One plain JSON-lines file (Spark 4 rolls and compresses it with zstd by default).
                "--conf", "spark.eventLog.enabled=true", "--conf", f"spark.eventLog.dir=file://{tmp_path / 'events'}",
                "--conf", "spark.eventLog.rolling.enabled=false", "--conf", "spark.eventLog.compress=false",
+               *(option for key, value in spark_conf().items() for option in ("--conf", f"{key}={value}")),
                *options]
     environ = {key: value for key, value in os.environ.items() if key != "PYSPARK_PYTHON"}
     return subprocess.run(command, env={**environ, **env}, cwd=tmp_path, capture_output=True, text=True,
