@@ -26,6 +26,7 @@ Each failure names the file and the offending import or name.
 from __future__ import annotations
 
 import ast
+import functools
 import io
 import os
 import re
@@ -186,7 +187,11 @@ def _imports(module: str) -> list[tuple[int, str]]:
     return sorted(found)
 
 
-GRAPH: dict[str, list[tuple[int, str]]] = {module: _imports(module) for module in MODULES}
+@functools.cache
+def _graph() -> dict[str, list[tuple[int, str]]]:
+    """Every module's project imports; read when a check first needs them, not at collection
+    (parsing the whole tree took ~3 s in each pytest worker before any test ran)."""
+    return {module: _imports(module) for module in MODULES}
 
 
 # -- the checks ---------------------------------------------------------------------------------
@@ -216,7 +221,7 @@ def _may_import(unit: str, other: str) -> bool:
 
 def test_imports_go_down_or_sideways_as_the_table_allows():
     wrong = [f"{_rel(MODULES[module])}:{line}: imports {target} ({_unit(module)} may not import {_unit(target)})"
-             for module, imports in sorted(GRAPH.items()) for line, target in imports
+             for module, imports in sorted(_graph().items()) for line, target in imports
              if not _may_import(_unit(module), _unit(target))]
     assert not wrong, "\n".join(wrong)
 
@@ -269,12 +274,12 @@ def test_cycles_finds_a_circle_and_nothing_else():
 
 
 def test_no_import_circles():
-    graph = {module: {target for _, target in imports} for module, imports in GRAPH.items()}
+    graph = {module: {target for _, target in imports} for module, imports in _graph().items()}
     circles = []
     for component in _cycles(graph):
         members = set(component)
         edges = [f"{_rel(MODULES[m])}:{line}: imports {t}"
-                 for m in component for line, t in GRAPH[m] if t in members]
+                 for m in component for line, t in _graph()[m] if t in members]
         circles.append(" <-> ".join(component) + "\n  " + "\n  ".join(edges))
     assert not circles, "\n".join(circles)
 
