@@ -21,8 +21,10 @@ def _secs(value, missed: str = "missed") -> str:
 
 def table(result: dict) -> list[tuple[str, str, str]]:
     """(figure, value, issue 23's target) rows."""
-    phases, rows = result["phases"], []
+    phases, rows = result.get("phases", {}), []
     session_s = ZK_SESSION_TIMEOUT_MS / 1000
+    if "error" in result:  # first: a run that failed before its first phase has no other row
+        rows.append(("run: FAILED", result["error"][:300], ""))
     for name, phase in phases.items():
         if "error" in phase:
             rows.append((f"{name}: FAILED", phase["error"][:90], ""))
@@ -75,6 +77,7 @@ def table(result: dict) -> list[tuple[str, str, str]]:
 
 
 def print_table(rows) -> None:
-    widths = [max(len(r[i]) for r in rows) for i in range(3)]
-    for row in [("figure", "value", "target"), tuple("-" * w for w in widths), *rows]:
+    header = ("figure", "value", "target")
+    widths = [max(len(r[i]) for r in (header, *rows)) for i in range(3)]
+    for row in [header, tuple("-" * w for w in widths), *rows]:
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
