@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
-from tests.support.brokers import TWISTD
+from tests.support.forked_processes import TWISTD
 from tests.support.polling import fetch_payloads, produce_payloads, wait_for, wait_for_payloads
 from twisted_broker.local_zookeeper import ZooKeeperServer, free_port
 from twisted_broker.storage.log_manager import CLEAN_SHUTDOWN_MARKER

@@ -11,7 +11,8 @@ import time
 
 import pytest
 
-from tests.support.brokers import TWISTD, BrokerProcess, DebugSession
+from tests.support.brokers import BrokerProcess, DebugSession
+from tests.support.forked_processes import TWISTD
 
 PASSWORD = "correct horse"
 

@@ -21,7 +21,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from tests.support.brokers import TWISTD
+from tests.support.forked_processes import TWISTD
 from tests.nemesis.netns import Network
 from twisted_broker.local_zookeeper import CLASSPATH, JVM_OPTIONS, QUORUM_MAIN_CLASS, Peer, config_text, is_serving
 

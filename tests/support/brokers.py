@@ -14,7 +14,6 @@ import signal
 import socket
 import struct
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,8 +23,6 @@ import pytest
 from tests.support.forked_processes import ForkedProcess, launch as launch_twistd
 
 ROOT = Path(__file__).resolve().parents[2]
-# twistd of the interpreter running the tests (twisted.scripts.twistd has no __main__ guard).
-TWISTD = [sys.executable, "-c", "from twisted.scripts.twistd import run; run()"]
 
 
 class BrokerProcess:

@@ -45,8 +45,7 @@ PRELOAD = ("twisted.scripts.twistd", "twisted_broker.tap", "twisted_broker.cli",
                                                          "dump_log", "mirror", "replication_admin", "users",
                                                          "acls", "quotas")))
 FRAME = struct.Struct(">I")
-
-
+# twistd of the interpreter running the tests, exec'd (twisted.scripts.twistd has no __main__ guard).
 TWISTD = [sys.executable, "-c", "from twisted.scripts.twistd import run; run()"]
 
 
