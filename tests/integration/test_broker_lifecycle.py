@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
+from tests.support.brokers import BrokerProcess
 from tests.support.forked_processes import TWISTD
 from tests.support.polling import fetch_payloads, produce_payloads, wait_for, wait_for_payloads
 from twisted_broker.local_zookeeper import ZooKeeperServer, free_port
@@ -103,6 +104,19 @@ def test_sigterm_and_sigint_stop_cleanly_and_leave_the_marker(broker_factory, si
     assert "(clean shutdown)" in last_run_log(broker)
     assert not (broker.log_dir / MARKER).exists()  # a crash from now on must lead to recovery
     assert fetch_payloads(broker, "t", 0) == [b"kept"]
+
+
+def test_twistd_r_uvloop_runs_the_broker_on_the_asyncio_reactor_over_uvloop(tmp_path):
+    # Issue 24's measured alternative event loop (twisted_broker/network/uvloop_reactor.py).
+    broker = BrokerProcess(tmp_path / "uvloop", twistd_args=["--reactor=uvloop"]).start()
+    try:
+        produce_payloads(broker, "t", 0, [b"one", b"two"])
+        wait_for_payloads(broker, "t", 0, [b"one", b"two"])
+        assert "reactor class: twisted.internet.asyncioreactor.AsyncioSelectorReactor" in broker.log_tail(20000)
+        assert broker.stop() == -signal.SIGTERM
+        assert (broker.log_dir / MARKER).exists()
+    finally:
+        broker.kill()
 
 
 def test_kill_9_leaves_no_marker_and_the_next_start_recovers(broker_factory):

@@ -29,7 +29,8 @@ class BrokerProcess:
     """A ``twistd -n broker`` child process. ``start()`` waits until it listens."""
 
     def __init__(self, directory: Path, *, broker_id: int = 0, zk_connect: str | None = None,
-                 properties: dict[str, str] | None = None, extra_args: list[str] | None = None) -> None:
+                 properties: dict[str, str] | None = None, extra_args: list[str] | None = None,
+                 twistd_args: list[str] | None = None) -> None:
         self.directory = directory
         directory.mkdir(parents=True, exist_ok=True)
         self.log_dir = directory / "logs"
@@ -47,7 +48,8 @@ class BrokerProcess:
         settings.update(properties or {})
         self.config.write_text("".join(f"{key}={value}\n" for key, value in settings.items()))
         self.broker_id = broker_id
-        self.extra_args = extra_args or []
+        self.extra_args = extra_args or []  # the broker plugin's options
+        self.twistd_args = twistd_args or []  # twistd's own, before the plugin's name (--reactor=...)
         self.process: subprocess.Popen | ForkedProcess | None = None
         self.port: int | None = None
 
@@ -63,7 +65,7 @@ class BrokerProcess:
         # stderr to a file, not a pipe nobody reads: a chatty process would block on it.
         with self.stderr_file.open("wb") as stderr:
             self.process = launch_twistd(
-                ["-n", "--pidfile=", f"--logfile={self.log_file}", "broker",
+                ["-n", "--pidfile=", f"--logfile={self.log_file}", *self.twistd_args, "broker",
                  "--config", str(self.config), "--port-file", str(self.port_file), *self.extra_args],
                 cwd=self.directory, stdout=subprocess.DEVNULL, stderr=stderr)
 
