@@ -30,6 +30,13 @@ BROKER_PROPERTIES = {
 }
 
 
+def reactor_options() -> list[str]:
+    """``BENCH_REACTOR=uvloop`` (or any ``twistd -r`` name): the brokers' reactor; twistd's
+    default (epoll) otherwise. Issue 24 measures the two in one run (bench/small_requests.py)."""
+    reactor = os.environ.get("BENCH_REACTOR")
+    return [f"--reactor={reactor}"] if reactor else []
+
+
 class BrokerProcess:
     """``twistd -n broker`` on a free loopback port, with its log and config under ``directory``."""
 
@@ -47,7 +54,7 @@ class BrokerProcess:
     def start(self, timeout_s: float = 30.0) -> "BrokerProcess":
         with open(os.path.join(self.directory, "twistd.stderr"), "wb") as stderr:
             self.process = subprocess.Popen(
-                [*TWISTD, "-n", "--pidfile=", f"--logfile={self.log_file}", "broker",
+                [*TWISTD, "-n", "--pidfile=", f"--logfile={self.log_file}", *reactor_options(), "broker",
                  "--config", self.config, "--port-file", self.port_file],
                 cwd=self.directory, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr)
         deadline = time.monotonic() + timeout_s

@@ -10,6 +10,12 @@ measured process, its live threads' context switches, its children's CPU (the br
 process: ``log.flush.worker=process``). Figures are per request (per message delivered, for
 the two rows that deliver to a consumer); ratio = broker / floor.
 
+``BENCH_REACTOR=uvloop`` runs the brokers under ``twistd -r uvloop`` (Twisted's asyncio reactor
+on uvloop; twisted_broker/network/uvloop_reactor.py) instead of the default epoll reactor; the
+floor stays on epoll. Three runs of each, alternating, on 2026-12-07: uvloop used 2-9% more
+broker CPU per request on six rows and the same on the latency run
+(bench/results/small-reactors-2026-12-07.json), so epoll stays the default.
+
 Rows (``BENCH_SMALL_SCALE`` multiplies every count; 1 by default):
 - 0.7 Produce of one message, pipelined (200,000 written back to back; 0.7 Produce has no answer).
 - 0.7 Offsets, one at a time (20,000 round trips) — one wake, one read, one answer.
@@ -205,7 +211,9 @@ def run(names: list[str] | None = None) -> dict:
     directory = tempfile.mkdtemp(prefix="tb-small-bench-", dir=os.environ.get("BENCH_DIR"))
     started = time.monotonic()
     load = os.getloadavg()
-    print(f"\nsmall requests (issue 24): load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at the start")
+    reactor = os.environ.get("BENCH_REACTOR") or "epoll (twistd's default)"
+    print(f"\nsmall requests (issue 24): load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at the start; "
+          f"the brokers' reactor: {reactor}")
     results: dict = {}
     try:
         for row in rows(scale):
@@ -218,7 +226,7 @@ def run(names: list[str] | None = None) -> dict:
     finally:
         shutil.rmtree(directory, ignore_errors=True)
     now = datetime.datetime.now(datetime.timezone.utc)
-    result = {"date": now.isoformat(timespec="seconds"), "load_average_at_start": load, "scale": scale,
+    result = {"date": now.isoformat(timespec="seconds"), "load_average_at_start": load, "scale": scale, "reactor": reactor,
               "seconds": round(time.monotonic() - started, 1), "rows": results}
     print_table(result)
     write_results(result, Path(__file__).resolve().parent / "results")
