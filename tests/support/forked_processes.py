@@ -268,11 +268,8 @@ def run_module(module: str, args: list[str], *, input: bytes | None = None, time
         child.wait()
         raise
     finally:
-        for fd in (*reading, *writing, out_r, err_r):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        for fd in {out_r, err_r, *writing}:  # each once: a number closed twice may be another thread's by then
+            os.close(fd)
     return subprocess.CompletedProcess(command, code, b"".join(output[out_r]), b"".join(output[err_r]))
 
 
