@@ -7,12 +7,11 @@ Deferred of them), ``describe`` it for the figures, and, optionally, ``hold`` it
 holds what they share and nothing of either protocol.
 
 Requests are answered one at a time, in arrival order: Kafka 0.7 has no correlation ids, and
-today's clients, which have them, still expect their answers in order (Kafka's brokers do the
-same). So frames that arrive while a response is streaming wait in a queue, and the
-connection stops reading from its socket until the queue is empty again, so a client that
-pipelines requests without reading responses cannot make the broker buffer without bound. Bad
-framing or a request the connection refuses (``RefusedRequest``) closes the connection (0.7
-answers nothing), with one WARNING naming the peer.
+today's clients, which have them, still expect their answers in order (as Kafka's brokers
+do). So frames that arrive while a response is streaming wait in a queue, and the connection
+stops reading from its socket until the queue is empty again: a client that pipelines
+requests without reading responses cannot make the broker buffer without bound. Bad framing
+or a refused request (``RefusedRequest``) closes the connection with one WARNING naming the peer.
 
 What a hostile or stuck peer can make the broker hold, and the bound on it:
 
@@ -44,7 +43,8 @@ from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.protocol import Protocol
 
 from twisted_broker.network.framing import FrameDecoder, FrameTooLarge
-from twisted_broker.network.file_streaming import all_plain, close_regions, is_region, stream_region, wait_for_drain
+from twisted_broker.network.file_streaming import all_plain, close_regions, is_region, stream_region
+from twisted_broker.network.file_streaming import wait_for_drain, write_at_once
 from twisted_broker.network.request_budget import BudgetedFrames, RequestBudget
 from twisted_broker.network.socket_options import set_socket_options
 log = logging.getLogger(__name__)
@@ -315,7 +315,7 @@ class FramedConnection(BudgetedFrames, Protocol):
             data = b"".join(pieces)
             self._count_sent(len(data))
             self._unconfirmed_bytes += len(data)
-            self.transport.write(data)
+            write_at_once(self.transport, data)
 
     def _count_sent(self, length: int) -> None:
         self._stats.bytes_written.add(length)
