@@ -16,6 +16,7 @@ import pytest
 from tests.support.brokers import BrokerProcess
 from tests.support.cli import broker_list, run_cli
 from tests.support.forked_processes import ForkedProcess, launch as launch_twistd
+from twisted_broker.storage.log_manager import CLEAN_SHUTDOWN_MARKER
 
 
 @pytest.fixture(params=["fork", "exec"])
@@ -33,7 +34,7 @@ def _started(tmp_path, launch_mode, **options) -> BrokerProcess:
 def test_a_clean_stop_exits_by_sigterm_after_the_clean_shutdown_marker(tmp_path, launch_mode):
     broker = _started(tmp_path, launch_mode)
     assert broker.stop() == -signal.SIGTERM
-    assert (broker.log_dir / ".kafka_cleanshutdown").exists()
+    assert (broker.log_dir / CLEAN_SHUTDOWN_MARKER).exists()
     assert "broker stopped cleanly" in broker.log_tail()
 
 
@@ -46,7 +47,7 @@ def test_a_kill_is_reported_as_sigkill_and_poll_sees_it(tmp_path, launch_mode):
     assert broker.process.poll() is None
     broker.kill()
     assert broker.process.returncode == -signal.SIGKILL
-    assert not (broker.log_dir / ".kafka_cleanshutdown").exists()
+    assert not (broker.log_dir / CLEAN_SHUTDOWN_MARKER).exists()
 
 
 def test_a_refused_configuration_exits_1_and_prints_what_an_execd_one_prints(tmp_path, monkeypatch):
