@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import time
 
 import pytest
 
@@ -68,7 +69,18 @@ def test_a_refused_configuration_exits_1_and_prints_what_an_execd_one_prints(tmp
 
 def _descriptors_and_threads(broker: BrokerProcess) -> tuple[list[str], int]:
     """What each descriptor is (paths relative to the broker's directory, sockets and pipes by
-    kind) and how many threads run, once the broker has settled."""
+    kind) and how many threads run, once the broker has settled: the same twice, 0.2 s apart
+    (the socket of a connection just closed may still be open at the first look)."""
+    previous, deadline = None, time.monotonic() + 5
+    while True:
+        current = _descriptors_and_threads_now(broker)
+        if current == previous or time.monotonic() > deadline:
+            return current
+        previous = current
+        time.sleep(0.2)
+
+
+def _descriptors_and_threads_now(broker: BrokerProcess) -> tuple[list[str], int]:
     pid = broker.process.pid
     kinds = []
     for fd in os.listdir(f"/proc/{pid}/fd"):
