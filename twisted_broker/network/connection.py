@@ -43,9 +43,9 @@ from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.protocol import Protocol
 
 from twisted_broker.network.framing import FrameDecoder, FrameTooLarge
-from twisted_broker.network.file_streaming import all_plain, close_regions, is_region, stream_region
-from twisted_broker.network.file_streaming import wait_for_drain, write_at_once
+from twisted_broker.network.file_streaming import all_plain, close_regions
 from twisted_broker.network.request_budget import BudgetedFrames, RequestBudget
+from twisted_broker.network.response_writing import ResponseWriting
 from twisted_broker.network.socket_options import set_socket_options
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ class RefusedRequest(Exception):
     reason: a frame that does not decode, or a request the handler table refuses."""
 
 
-class FramedConnection(BudgetedFrames, Protocol):
+class FramedConnection(BudgetedFrames, ResponseWriting, Protocol):
     """One connection of a Kafka listener. ``requests`` are the listener's request figures
     (server/stats.py's RequestStats: connection_opened, record, bytes_read, ...)."""
 
@@ -192,12 +192,16 @@ class FramedConnection(BudgetedFrames, Protocol):
             if served == REQUESTS_PER_TURN and self._clock is not None:
                 self._next_turn()
                 return
+            started = time.perf_counter()
+            run = self.absorb(self._frames, REQUESTS_PER_TURN - served % REQUESTS_PER_TURN)
+            if run is not None:
+                served += self._absorbed(*run, started)
+                continue
             served += 1
             frame = self._frames.popleft()
             if isinstance(frame, FrameTooLarge):
                 self._refuse(str(frame))
                 return
-            started = time.perf_counter()
             try:
                 request = self.decode(frame)
             except RefusedRequest as exc:
@@ -209,6 +213,20 @@ class FramedConnection(BudgetedFrames, Protocol):
                 self._held = held
                 return
             self._answer(request, started)
+
+    def absorb(self, frames: deque, limit: int) -> tuple[int, int, str] | None:
+        """Serve up to ``limit`` requests at the front of ``frames`` at once, when they need
+        no answer and the protocol can do them together: (how many, their type and name for
+        the figures); None (the default) when they go one at a time."""
+        return None
+
+    def _absorbed(self, count: int, request_type: int, name: str, started: float) -> int:
+        for _ in range(count):
+            self._frames.popleft()
+        self._connection.requests += count
+        self._connection.last_request = name
+        self._stats.record(request_type, time.perf_counter() - started, count)
+        return count
 
     def _answer(self, request, started: float) -> None:
         """Handle one request and write or start streaming its response."""
@@ -308,30 +326,7 @@ class FramedConnection(BudgetedFrames, Protocol):
             self.transport.pauseProducing()
         self._clock.callLater(0, self._resume, False)
 
-    # -- writing and streaming ---------------------------------------------------------------
-
-    def _write_bytes(self, pieces: list) -> None:
-        if pieces:
-            data = b"".join(pieces)
-            self._count_sent(len(data))
-            self._unconfirmed_bytes += len(data)
-            write_at_once(self.transport, data)
-
-    def _count_sent(self, length: int) -> None:
-        self._stats.bytes_written.add(length)
-        self._connection.bytes_sent += length
-        self._connection.last_activity_s = self._stats.now()
-
-    def _wait_for_drain(self) -> None:
-        """Serve nothing more until the transport has sent the small responses written so far.
-
-        Without this a peer that pipelines offsets requests (up to 8 bytes per segment
-        returned for a 31-byte request) and never reads would grow the transport's buffer
-        without bound.
-        """
-        self._busy = True
-        wait_for_drain(self.transport).addCallbacks(
-            lambda _: self._resume(True), lambda failure: self._stream_failed(deque(), failure))
+    # -- serving on, and closing (writing and streaming: response_writing.py) ------------------
 
     def _resume(self, drained: bool) -> None:
         """Serve on after a drain wait (``drained``) or a turn given to other connections."""
@@ -347,47 +342,6 @@ class FramedConnection(BudgetedFrames, Protocol):
                 if not self._awaiting_budget:
                     self.transport.resumeProducing()
             self._serve()
-
-    def _stream(self, pieces: deque, request_type: int, started: float) -> None:
-        """Write pieces in order; stream each region, then continue with what follows it."""
-        while pieces:
-            header: list = []
-            while pieces and not is_region(pieces[0]):
-                header.append(pieces.popleft())
-            if not pieces:
-                self._write_bytes(header)
-                break
-            piece = pieces.popleft()
-            prefix = b"".join(header)
-            self._count_sent(len(prefix) + piece.length)
-            # The bytes before a region go with it: on an idle socket both leave at once.
-            done = stream_region(piece, self.transport, prefix)
-            if not done.called:
-                done.addCallbacks(lambda _: self._stream(pieces, request_type, started),
-                                  lambda failure: self._stream_failed(pieces, failure))
-                return
-            failures: list = []
-            done.addErrback(failures.append)  # it finished at once: take its outcome here
-            if failures:
-                self._stream_failed(pieces, failures[0])
-                return
-        self._stats.record(request_type, time.perf_counter() - started)
-        # A streamed region ends once the transport took its last bytes: what was written
-        # before it has been sent, as after a drain.
-        self._resume(True)
-
-    def _stream_failed(self, pieces: deque, failure) -> None:
-        close_regions(pieces)
-        pieces.clear()
-        self._busy = False
-        if not self._closing:
-            # A consumer hanging up mid-response is routine; anything else is worth a warning.
-            quiet = failure.check(BrokenPipeError, ConnectionResetError, ConnectionError)
-            (log.debug if quiet else log.warning)(
-                "closing connection from %s: streaming a fetch response failed: %s",
-                self._peer(), failure.getErrorMessage())
-            self._closing = True
-            self.transport.loseConnection()
 
     def _refuse(self, reason: str) -> None:
         log.warning("closing connection from %s: %s", self._peer(), reason)

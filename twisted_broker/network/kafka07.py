@@ -7,6 +7,9 @@ the broker hold. Bad framing, an unknown request type or a malformed body close 
 connection (0.7 answers nothing), with one WARNING naming the peer; so does a request the
 table refuses the 0.7 way (``CloseConnection``).
 
+A run of Produce requests to one partition, pipelined by a producer that sends as it goes, is
+appended as one message set (``absorb``): the log gets the same bytes, with one write.
+
 With ``fetch_wait_max_ms`` above 0 (and a clock), a fetch whose every partition is caught up
 is held until a flush publishes data in one of them or the wait ends (the table's
 ``hold_fetch``; handlers/held_fetch.py says why).
@@ -14,8 +17,11 @@ is held until a flush publishes data in one of them or the wait ends (the table'
 
 from __future__ import annotations
 
+from twisted_broker.codec.kafka07.produce_run import produce_run
 from twisted_broker.codec.kafka07.replication import ALL_REQUEST_NAMES, REPLICATION_REQUEST_TYPES
-from twisted_broker.codec.kafka07.requests import REQUEST_TYPES, TrailingBytes, UnknownRequestType, decode_request
+from twisted_broker.codec.kafka07.requests import (
+    PRODUCE_TYPE, REQUEST_NAMES, REQUEST_TYPES, TrailingBytes, UnknownRequestType, decode_request,
+)
 from twisted_broker.errors import CloseConnection, Truncated
 from twisted_broker.network.connection import FramedConnection, RefusedRequest
 from twisted_broker.network.connection_factory import ConnectionFactory
@@ -25,6 +31,7 @@ __all__ = ["KafkaServerFactory", "KafkaServerProtocol"]
 
 _REQUEST_TYPES = {**REQUEST_TYPES, **REPLICATION_REQUEST_TYPES}
 _DESCRIPTIONS = {cls: (request_type, ALL_REQUEST_NAMES[request_type]) for cls, request_type in _REQUEST_TYPES.items()}
+_PRODUCE_RUN = (PRODUCE_TYPE, REQUEST_NAMES[PRODUCE_TYPE])
 
 
 class KafkaServerProtocol(CertificatePrincipal, FramedConnection):
@@ -55,6 +62,22 @@ class KafkaServerProtocol(CertificatePrincipal, FramedConnection):
             return self._table.handle(request, self.principal, self._host)
         except CloseConnection as exc:
             raise RefusedRequest(str(exc)) from exc
+
+    def absorb(self, frames, limit: int) -> tuple[int, int, str] | None:
+        """Append the Produce requests at the front of ``frames`` as one message set when they
+        name one partition and pass whole (codec/kafka07/produce_run.py, the table's
+        ``append_run``); None: they go one at a time. Not under ACLs, which check each."""
+        if self._table.authorization is not None:
+            return None
+        run = produce_run(frames, limit)
+        if run is None:
+            return None
+        topic, partition, sets = run
+        try:
+            appended = self._table.append_run(topic.decode(), partition, sets)
+        except UnicodeDecodeError:
+            return None
+        return (len(sets), *_PRODUCE_RUN) if appended else None
 
     def describe(self, request) -> tuple[int, str]:
         return _DESCRIPTIONS[type(request)]

@@ -152,14 +152,16 @@ class RequestStats:
         figures[0] += 1
         figures[1] += throttle_ms
 
-    def record(self, request_type: int, seconds: float) -> None:
+    def record(self, request_type: int, seconds: float, count: int = 1) -> None:
+        """Count ``count`` requests of one type served in ``seconds`` (a run served at once
+        counts each at their average for the maximum)."""
         stats = self._by_type.get(request_type)
         if stats is None:
             stats = self._by_type[request_type] = RequestTypeStats(WindowedCounter(self._window_seconds, self.now))
-        stats.counter.add()
+        stats.counter.add(count)
         stats.total_seconds += seconds
-        if seconds > stats.max_seconds:
-            stats.max_seconds = seconds
+        if seconds > stats.max_seconds * count:
+            stats.max_seconds = seconds / count
 
     def snapshot(self) -> dict:
         names = self._names

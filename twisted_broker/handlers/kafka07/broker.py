@@ -26,6 +26,7 @@ from twisted_broker.storage.log import Log
 from twisted_broker.storage.log_manager import LogManager
 from twisted_broker.storage.segment import FileRegion, Piece
 from twisted_broker.codec.kafka07.message_set import validate_message_set
+from twisted_broker.codec.kafka07.produce_run import validate_plain_run
 from twisted_broker.codec.kafka07.replication import (
     ALL_REQUEST_CLASSES, EpochEndOffsetRequest, MetadataRequest, ProduceAckRequest, ReplicaFetchRequest,
 )
@@ -117,6 +118,23 @@ class Broker:
             log.error("append to %s-%s failed: %s", topic, partition, exc)
             raise CloseConnection(f"produce to {topic}-{partition}: disk error") from exc
         self.stats.produced(topic, partition, messages.message_count, len(messages))
+
+    def append_run(self, topic: str, partition: int, message_sets: list) -> bool:
+        """Append the message sets of consecutive Produce requests to one partition as one
+        write (codec/kafka07/produce_run.py), when that is what appending each in turn would
+        do: an unreplicated topic, a partition named (not -1), each set plain messages that
+        pass whole. False: nothing was appended, and each request goes the usual way."""
+        if partition < 0 or (self.replication is not None and self.replication.cluster.is_replicated(topic)):
+            return False
+        messages = validate_plain_run(message_sets, self.max_message_size)
+        if messages is None:
+            return False
+        try:
+            self.logs.get_or_create_log(topic, partition).append(messages)
+        except (InvalidTopic, WrongPartition, PartitionNotReady, KafkaError, OSError):
+            return False  # the usual path appends those before the one that fails, and says why
+        self.stats.produced(topic, partition, messages.message_count, len(messages))
+        return True
 
     def _append_0_7(self, request: ProduceRequest) -> int:
         """A ProduceAck part for a 0.7 topic: appended as 0.7 does; returns its offset.

@@ -1,0 +1,104 @@
+"""produce_run and validate_plain_run: which pipelined Produce requests may be appended as one
+message set, and the set they make (codec/kafka07/produce_run.py)."""
+
+from collections import deque
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from twisted_broker.codec.kafka07.compression import GZIP
+from twisted_broker.codec.kafka07.message import MAGIC_0
+from twisted_broker.codec.kafka07.message_set import (
+    encode_compressed_message_set, encode_message_set, validate_message_set,
+)
+from twisted_broker.codec.kafka07.produce_run import MAX_RUN_BYTES, produce_run, validate_plain_run
+from twisted_broker.codec.kafka07.requests import (
+    FetchRequest, OffsetRequest, ProduceRequest, decode_request, encode_request,
+)
+from twisted_broker.network.framing import FrameTooLarge
+
+
+def frame(request) -> bytes:
+    """The frame body the connection queues: the request without its size."""
+    return encode_request(request)[4:]
+
+
+def produce(topic: str = "a", partition: int = 0, *payloads: bytes) -> bytes:
+    return frame(ProduceRequest(topic, partition, encode_message_set(payloads or [b"m"])))
+
+
+def sets_of(run) -> list[bytes]:
+    return [bytes(s) for s in run[2]]
+
+
+def test_leading_produces_to_one_partition_make_a_run_of_their_message_sets():
+    frames = deque([produce("a", 0, b"x"), produce("a", 0, b"y", b"z"), produce("a", 0, b"w")])
+    run = produce_run(frames, 100)
+    assert run[:2] == (b"a", 0)
+    assert sets_of(run) == [bytes(decode_request(f).messages) for f in frames]
+
+
+@pytest.mark.parametrize("breaker", [
+    produce("a", 1), produce("b", 0), frame(FetchRequest("a", 0, 0, 100)), frame(OffsetRequest("a", 0, -1, 1)),
+    produce("a", 0) + b"\x00",  # trailing bytes: the usual path refuses it
+    produce("a", 0)[:-1],  # a message set shorter than its size field
+    FrameTooLarge(1 << 30, 1 << 20, []),  # queued after the frames before a bad size
+], ids=["other-partition", "other-topic", "fetch", "offsets", "trailing-bytes", "short-set", "frame-too-large"])
+def test_a_run_ends_before_the_first_frame_that_is_not_a_produce_to_its_partition(breaker):
+    run = produce_run([produce(), produce(), breaker, produce()], 100)
+    assert len(run[2]) == 2
+
+
+@pytest.mark.parametrize("first", [frame(FetchRequest("a", 0, 0, 100)), b"\x00", b"", produce("a", 0)[:9]],
+                         ids=["fetch", "one-byte", "empty", "no-partition-field"])
+def test_no_run_when_the_first_frame_is_not_a_whole_produce(first):
+    assert produce_run([first, produce()], 100) is None
+
+
+def test_a_run_takes_at_most_limit_frames():
+    assert len(produce_run([produce()] * 10, 4)[2]) == 4
+    assert produce_run([produce()], 0) is None
+
+
+def test_a_run_holds_at_most_max_run_bytes_of_sets_after_its_first():
+    big = produce("a", 0, b"x" * (MAX_RUN_BYTES // 2))
+    assert len(produce_run([big, big, big], 100)[2]) == 1  # 2 x (half + headers) > the bound
+    huge = produce("a", 0, b"x" * (MAX_RUN_BYTES + 1))
+    assert len(produce_run([huge, produce()], 100)[2]) == 1  # a first set over the bound still goes
+
+
+def test_memoryview_frames_are_read_as_bytes_are():
+    frames = [memoryview(produce("a", 3, b"x")), produce("a", 3, b"y")]
+    run = produce_run(frames, 100)
+    assert run[:2] == (b"a", 3) and len(run[2]) == 2
+
+
+# -- validate_plain_run ------------------------------------------------------------------
+
+@given(st.lists(st.lists(st.binary(max_size=40), max_size=4), min_size=1, max_size=6))
+def test_a_plain_run_is_validated_as_its_sets_joined(payload_lists):
+    sets = [encode_message_set(payloads) for payloads in payload_lists]
+    joined = validate_plain_run([memoryview(s) for s in sets], max_message_size=100)
+    expected = validate_message_set(b"".join(sets), max_message_size=100)
+    assert bytes(joined.buffer) == bytes(expected.buffer)
+    assert joined.message_count == expected.message_count == sum(map(len, payload_lists))
+
+
+@pytest.mark.parametrize("odd", [
+    encode_message_set([b"x"])[:-1],  # a partial entry: 0.7 drops it silently, alone
+    encode_message_set([b"x"]) + b"\x00\x00\x00",  # a partial tail after a whole entry
+    encode_compressed_message_set([b"x"], GZIP),  # a wrapper: its inner messages are checked
+    encode_message_set([b"x"], magic=MAGIC_0),  # magic 0
+    encode_message_set([b"y" * 11]),  # over max_message_size: dropped silently, alone
+    encode_message_set([b"x"])[:-1] + b"z",  # CRC wrong
+], ids=["partial", "partial-tail", "gzip", "magic-0", "oversize", "bad-crc"])
+def test_a_set_that_needs_the_full_check_leaves_the_run_to_the_usual_path(odd):
+    good = encode_message_set([b"ok"])
+    assert validate_plain_run([good, odd, good], max_message_size=10) is None
+
+
+def test_a_partial_tail_is_not_read_as_the_start_of_the_next_set():
+    whole = encode_message_set([b"abc"])
+    # The first set's tail is the next set's first 9 bytes: joined, they would walk as one entry.
+    assert validate_plain_run([whole + whole[:9], whole[9:]], max_message_size=None) is None

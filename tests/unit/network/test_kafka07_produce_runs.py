@@ -1,0 +1,144 @@
+"""Pipelined 0.7 Produce requests to one partition, appended as one message set (issue 24):
+KafkaServerProtocol on a StringTransport over a real Broker and LogManager in tmp_path.
+
+What the log holds, what the figures count and how bad input is answered must be what
+serving the requests one at a time gives: only the number of writes differs.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from twisted.internet.testing import StringTransport
+
+from twisted_broker.codec.kafka07.message_set import encode_message_set
+from twisted_broker.codec.kafka07.requests import ProduceRequest, encode_request
+from twisted_broker.handlers.kafka07.broker import Broker
+from twisted_broker.network.connection import REQUESTS_PER_TURN
+from twisted_broker.network.kafka07 import KafkaServerProtocol
+from twisted_broker.security.authorizer import AclAuthorizer
+from twisted_broker.server.stats import BrokerStats, RequestStats
+from twisted_broker.storage.flusher import InlineFlusher
+from twisted_broker.storage.log import LogPolicy
+from twisted_broker.storage.log_manager import LogManager
+from twisted_broker.storage.segment import Segment
+
+MAX_MESSAGE_BYTES = 1000
+
+
+def produce(partition: int, message_set: bytes, topic: str = "a") -> bytes:
+    return encode_request(ProduceRequest(topic, partition, message_set))
+
+
+def one(payload: bytes) -> bytes:
+    return encode_message_set([payload])
+
+
+@pytest.fixture
+def logs(tmp_path):
+    manager = LogManager(str(tmp_path / "logs"), now=lambda: 1_000_000.0, partitions_for=lambda topic: 4,
+                         policy_for=lambda topic: LogPolicy(flush_interval_messages=1, file_size=3 << 20,
+                                                            retention_ms=3600 * 1000),
+                         flusher=InlineFlusher())
+    manager.open()
+    yield manager
+    manager.close()
+
+
+def connect(logs, **options) -> tuple[StringTransport, KafkaServerProtocol, Broker]:
+    broker = Broker(logs, BrokerStats(RequestStats(600, lambda: 1_000_000.0)), max_message_size=MAX_MESSAGE_BYTES,
+                    **options)
+    transport = StringTransport()
+    protocol = KafkaServerProtocol(broker, max_request_size=1 << 20)
+    protocol.makeConnection(transport)
+    return transport, protocol, broker
+
+
+def stored(logs, partition: int = 0) -> bytes:
+    log = logs.get_log("a", partition)
+    if log is None:
+        return b""
+    return b"".join(open(segment.path, "rb").read() for segment in log.segments)
+
+
+@pytest.fixture
+def writes(monkeypatch) -> list[int]:
+    """The size of each segment write."""
+    sizes: list[int] = []
+    append = Segment.append
+
+    def counted(segment, data, now):
+        sizes.append(len(data))
+        return append(segment, data, now)
+    monkeypatch.setattr(Segment, "append", counted)
+    return sizes
+
+
+def test_a_run_to_one_partition_is_one_write_of_the_same_bytes_and_counts_each_request(logs, writes):
+    transport, protocol, broker = connect(logs)
+    payloads = [b"m%d" % i for i in range(50)]
+    protocol.dataReceived(b"".join(produce(0, one(p)) for p in payloads))
+    assert stored(logs) == b"".join(one(p) for p in payloads)
+    assert writes == [len(stored(logs))]
+    assert not transport.disconnecting and transport.value() == b""
+    figures = broker.stats.requests.snapshot()["requests"]["produce"]
+    assert figures["count"] == 50 and figures["max_ms"] == pytest.approx(figures["avg_ms"])  # each at the average
+    assert broker.stats.topic("a").messages_in == broker.stats.all_topics.messages_in == 50
+    (connection,) = broker.stats.requests.open_connections
+    assert (connection.requests, connection.responses, connection.last_request) == (50, 0, "produce")
+
+
+def test_a_run_ends_at_another_partition_and_each_keeps_its_order(logs, writes):
+    _, protocol, _ = connect(logs)
+    order = [0, 0, 1, 1, 1, 0, 2, 0]
+    protocol.dataReceived(b"".join(produce(p, one(b"%d-%d" % (p, i))) for i, p in enumerate(order)))
+    for partition in (0, 1, 2):
+        assert stored(logs, partition) == b"".join(one(b"%d-%d" % (p, i)) for i, p in enumerate(order) if p == partition)
+    assert len(writes) == 5  # 0 0 | 1 1 1 | 0 | 2 | 0
+
+
+def test_a_bad_message_in_a_run_keeps_those_before_it_and_closes_the_connection(logs):
+    transport, protocol, broker = connect(logs)
+    bad = one(b"bad")[:-1] + b"?"  # its CRC no longer matches
+    protocol.dataReceived(produce(0, one(b"1")) + produce(0, one(b"2")) + produce(0, bad) + produce(0, one(b"3")))
+    assert stored(logs) == one(b"1") + one(b"2")
+    assert transport.disconnecting and transport.value() == b""
+    assert broker.stats.topic("a").failed_produce_requests == 1
+
+
+def test_an_oversize_message_in_a_run_is_dropped_alone_as_0_7_drops_it(logs):
+    transport, protocol, _ = connect(logs)
+    oversize = one(b"x" * (MAX_MESSAGE_BYTES + 1))
+    protocol.dataReceived(produce(0, one(b"1")) + produce(0, oversize) + produce(0, one(b"2")))
+    assert stored(logs) == one(b"1") + one(b"2")
+    assert not transport.disconnecting
+
+
+def test_a_partial_tail_in_a_run_is_dropped_and_not_joined_to_the_next_set(logs):
+    _, protocol, _ = connect(logs)
+    whole = one(b"abc")
+    # Joined, this set's 9-byte tail and the next set would read as two whole messages.
+    protocol.dataReceived(produce(0, whole + whole[:9]) + produce(0, whole[9:] + one(b"d")) + produce(0, one(b"e")))
+    # 0.7 drops the first set's tail silently; the second set starts with a partial entry: refused.
+    assert stored(logs) == whole
+
+
+def test_produces_to_a_random_partition_each_choose_their_own(logs):
+    chosen = itertools.cycle([0, 1, 2])
+    _, protocol, _ = connect(logs, choose=lambda n: next(chosen))
+    protocol.dataReceived(b"".join(produce(-1, one(b"%d" % i)) for i in range(6)))
+    assert [stored(logs, p) for p in (0, 1, 2)] == [one(b"0") + one(b"3"), one(b"1") + one(b"4"), one(b"2") + one(b"5")]
+
+
+def test_under_acls_each_produce_is_checked(logs):
+    transport, protocol, _ = connect(logs, authorizer=AclAuthorizer())  # no ACL: nobody may write
+    protocol.dataReceived(produce(0, one(b"1")) + produce(0, one(b"2")))
+    assert transport.disconnecting
+    assert stored(logs) == b""
+
+
+def test_a_run_is_at_most_one_turn_of_requests(logs, writes):
+    _, protocol, _ = connect(logs)
+    protocol.dataReceived(b"".join(produce(0, one(b"%03d" % i)) for i in range(REQUESTS_PER_TURN * 2 + 5)))
+    assert [size // len(one(b"000")) for size in writes] == [REQUESTS_PER_TURN, REQUESTS_PER_TURN, 5]
