@@ -77,7 +77,7 @@ class KafkaServerProtocol(CertificatePrincipal, FramedConnection):
             appended = self._table.append_run(topic.decode(), partition, sets)
         except UnicodeDecodeError:
             return None
-        return (len(sets), *_PRODUCE_RUN) if appended else None
+        return (appended, *_PRODUCE_RUN) if appended else None
 
     def describe(self, request) -> tuple[int, str]:
         return _DESCRIPTIONS[type(request)]

@@ -8,6 +8,7 @@ serving the requests one at a time gives: only the number of writes differs.
 from __future__ import annotations
 
 import itertools
+import os
 
 import pytest
 from twisted.internet.testing import StringTransport
@@ -35,13 +36,18 @@ def one(payload: bytes) -> bytes:
     return encode_message_set([payload])
 
 
-@pytest.fixture
-def logs(tmp_path):
-    manager = LogManager(str(tmp_path / "logs"), now=lambda: 1_000_000.0, partitions_for=lambda topic: 4,
-                         policy_for=lambda topic: LogPolicy(flush_interval_messages=1, file_size=3 << 20,
+def log_manager(directory, file_size: int = 3 << 20) -> LogManager:
+    manager = LogManager(str(directory), now=lambda: 1_000_000.0, partitions_for=lambda topic: 4,
+                         policy_for=lambda topic: LogPolicy(flush_interval_messages=1, file_size=file_size,
                                                             retention_ms=3600 * 1000),
                          flusher=InlineFlusher())
     manager.open()
+    return manager
+
+
+@pytest.fixture
+def logs(tmp_path):
+    manager = log_manager(tmp_path / "logs")
     yield manager
     manager.close()
 
@@ -142,3 +148,25 @@ def test_a_run_is_at_most_one_turn_of_requests(logs, writes):
     _, protocol, _ = connect(logs)
     protocol.dataReceived(b"".join(produce(0, one(b"%03d" % i)) for i in range(REQUESTS_PER_TURN * 2 + 5)))
     assert [size // len(one(b"000")) for size in writes] == [REQUESTS_PER_TURN, REQUESTS_PER_TURN, 5]
+
+
+def segment_layout(manager: LogManager) -> list[tuple[str, int]]:
+    return [(os.path.basename(segment.path), segment.size) for segment in manager.get_log("a", 0).segments]
+
+
+def test_segments_roll_where_appending_each_request_in_turn_rolls_them(tmp_path, writes):
+    sizes = [15, 40, 15, 15, 90, 15, 15, 15, 15, 15, 200, 15, 15]  # log.file.size 100: rolls between them
+    frames = [produce(0, one(b"x" * (size - 10))) for size in sizes]
+    together, apart = log_manager(tmp_path / "together", file_size=100), log_manager(tmp_path / "apart", file_size=100)
+    try:
+        connect(together)[1].dataReceived(b"".join(frames))
+        in_runs = len(writes)
+        for frame in frames:
+            connect(apart)[1].dataReceived(frame)  # one request per read: each appended alone
+        assert segment_layout(together) == segment_layout(apart)
+        # 0.7 rolls once a segment has passed the size: 15+40+15+15+90 | 5 x 15+200 | 15+15
+        assert [size for _, size in segment_layout(apart)] == [175, 275, 30]
+        assert in_runs == len(segment_layout(together)) < len(frames)
+    finally:
+        together.close()
+        apart.close()

@@ -23,8 +23,8 @@ from twisted_broker.codec.kafka07.requests import _PRODUCE
 
 _FRAME_TYPES = (bytes, memoryview)
 _PRODUCE_TYPE_BYTES = b"\x00\x00"  # int16 request type 0, as a frame starts
-# Bytes of message sets joined into one append: a run adds at most this much to a segment
-# past its size limit (log.file.size is checked before each append).
+# Bytes of message sets after a run's first (joining them copies them once); a set bigger
+# than this is appended alone, as it arrived.
 MAX_RUN_BYTES = 1 << 20
 _ENTRY_OVERHEAD = 6  # magic, attributes, CRC: the part of an entry's size that is not payload
 

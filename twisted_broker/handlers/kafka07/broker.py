@@ -119,22 +119,25 @@ class Broker:
             raise CloseConnection(f"produce to {topic}-{partition}: disk error") from exc
         self.stats.produced(topic, partition, messages.message_count, len(messages))
 
-    def append_run(self, topic: str, partition: int, message_sets: list) -> bool:
+    def append_run(self, topic: str, partition: int, message_sets: list) -> int:
         """Append the message sets of consecutive Produce requests to one partition as one
         write (codec/kafka07/produce_run.py), when that is what appending each in turn would
         do: an unreplicated topic, a partition named (not -1), each set plain messages that
-        pass whole. False: nothing was appended, and each request goes the usual way."""
+        pass whole. Returns how many were appended: those that go to one segment (0.7 rolls
+        between them where each alone would roll); 0, and the requests go the usual way."""
         if partition < 0 or (self.replication is not None and self.replication.cluster.is_replicated(topic)):
-            return False
-        messages = validate_plain_run(message_sets, self.max_message_size)
-        if messages is None:
-            return False
+            return 0
         try:
-            self.logs.get_or_create_log(topic, partition).append(messages)
+            log_ = self.logs.get_or_create_log(topic, partition)
+            taken = _sets_in_one_segment(log_, message_sets)
+            messages = validate_plain_run(message_sets[:taken], self.max_message_size)
+            if messages is None:
+                return 0
+            log_.append(messages)
         except (InvalidTopic, WrongPartition, PartitionNotReady, KafkaError, OSError):
-            return False  # the usual path appends those before the one that fails, and says why
+            return 0  # the usual path appends those before the one that fails, and says why
         self.stats.produced(topic, partition, messages.message_count, len(messages))
-        return True
+        return taken
 
     def _append_0_7(self, request: ProduceRequest) -> int:
         """A ProduceAck part for a 0.7 topic: appended as 0.7 does; returns its offset.
@@ -260,3 +263,17 @@ class Broker:
             offsets = log_.offsets_before(request.time, request.max_offsets)
         return [encode_offsets_response(offsets)]
 
+
+def _sets_in_one_segment(log_: Log, message_sets: list) -> int:
+    """How many of ``message_sets``, appended in turn, go to the segment the first goes to.
+    0.7 checks log.file.size before each append (its maybeRoll): a segment takes sets until
+    it has passed that size, and the next starts a new one."""
+    limit = log_.policy.file_size
+    size = log_.segments[-1].size
+    if size > limit:
+        size = 0  # the first set's append rolls first
+    for taken, message_set in enumerate(message_sets):
+        if size > limit:
+            return taken
+        size += len(message_set)
+    return len(message_sets)
