@@ -41,8 +41,9 @@ def produce_run(frames: Iterable, limit: int) -> tuple[bytes, int, list] | None:
         if (len(sets) == limit or type(frame) not in _FRAME_TYPES  # or an error queued after the frames
                 or frame[:2] != _PRODUCE_TYPE_BYTES or len(frame) < 4):
             break
-        head = 4 + INT16.unpack_from(frame, 2)[0]
-        if len(frame) - head < 8:
+        (length,) = INT16.unpack_from(frame, 2)
+        head = 4 + length
+        if length < 0 or len(frame) - head < 8:
             break
         this_partition, size = _PRODUCE.unpack_from(frame, head)
         if size < 0 or head + 8 + size != len(frame) or (sets and total + size > MAX_RUN_BYTES):

@@ -50,8 +50,10 @@ def test_a_run_ends_before_the_first_frame_that_is_not_a_produce_to_its_partitio
     assert len(run[2]) == 2
 
 
-@pytest.mark.parametrize("first", [frame(FetchRequest("a", 0, 0, 100)), b"\x00", b"", produce("a", 0)[:9]],
-                         ids=["fetch", "one-byte", "empty", "no-partition-field"])
+@pytest.mark.parametrize("first", [
+    frame(FetchRequest("a", 0, 0, 100)), b"\x00", b"", produce("a", 0)[:9],
+    b"\x00\x00\x80\x04" + produce("a", 0)[4:],  # a negative topic length (found by the fuzz test)
+], ids=["fetch", "one-byte", "empty", "no-partition-field", "negative-topic-length"])
 def test_no_run_when_the_first_frame_is_not_a_whole_produce(first):
     assert produce_run([first, produce()], 100) is None
 
@@ -102,3 +104,20 @@ def test_a_partial_tail_is_not_read_as_the_start_of_the_next_set():
     whole = encode_message_set([b"abc"])
     # The first set's tail is the next set's first 9 bytes: joined, they would walk as one entry.
     assert validate_plain_run([whole + whole[:9], whole[9:]], max_message_size=None) is None
+
+
+@given(st.lists(st.one_of(st.binary(max_size=30), st.binary(max_size=30).map(lambda tail: b"\x00\x00" + tail)),
+                max_size=5), st.integers(0, 6))
+def test_any_frames_make_a_run_or_none_without_raising(frames, limit):
+    run = produce_run(frames, limit)
+    if run is not None:  # every frame in the run decodes as the Produce it was read as
+        topic, partition, sets = run
+        for body, message_set in zip(frames, sets):
+            try:
+                request = decode_request(body)
+            except UnicodeDecodeError:  # the connection's absorb sends such a run the usual way
+                with pytest.raises(UnicodeDecodeError):
+                    topic.decode()
+                continue
+            assert (request.topic.encode(), request.partition, bytes(request.messages)) == \
+                (topic, partition, bytes(message_set))
