@@ -18,6 +18,9 @@ BENCHMARKS["paper"] = lambda: __import__("bench.paper", fromlist=["run"]).run()
 # issue 24: the broker's CPU per small request beside a bare Twisted floor (after paper, which
 # rewrites bench/results/latest.md; this replaces its own section of it)
 BENCHMARKS["small"] = lambda: __import__("bench.small_requests", fromlist=["run"]).run()
+# issue 24: latency p50/p99/p99.9 and server CPU, factor 1 flushed and committed, factor 3, beside
+# Redis Streams and NATS (their servers: peer-packages); its own section of latest.md
+BENCHMARKS["tail"] = lambda: __import__("bench.tail", fromlist=["run"]).run()
 
 
 def main() -> None:

@@ -62,7 +62,7 @@ from bench.paper_round import play_round
 from bench.peers import SYSTEMS, load
 from bench.peers.harness import BATCH, LATENCY_RATE, MESSAGE_BYTES, Worker, peer_worker
 from bench.peers.report import TB, chart, markdown, print_report, summarize_profile, targets
-from bench.small_report import SMALL_HEADING, replace_section, section_of
+from bench.small_report import SMALL_HEADING, TAIL_HEADING, replace_section, section_of
 
 DEFAULT_N = 200_000
 DEFAULT_ROUNDS = 3
@@ -315,9 +315,12 @@ def run(n: int | None = None, rounds: int | None = None, systems: list[str] | No
     text = json.dumps(result, indent=2) + "\n"
     for name in (f"{stamp}.json", "latest.json"):
         (output / name).write_text(text)
-    latest = output / "latest.md"  # keeps bench/small_report.py's section (python -m bench small)
-    kept = section_of(latest.read_text(), SMALL_HEADING) if latest.exists() else ""
-    latest.write_text(replace_section(markdown(result), SMALL_HEADING, kept) if kept else markdown(result))
+    latest = output / "latest.md"  # keeps the sections of python -m bench small and tail
+    text = markdown(result)
+    for heading in (SMALL_HEADING, TAIL_HEADING):
+        kept = section_of(latest.read_text(), heading) if latest.exists() else ""
+        text = replace_section(text, heading, kept) if kept else text
+    latest.write_text(text)
     try:
         chart(result, output / f"{stamp}.png")
         shutil.copyfile(output / f"{stamp}.png", output / "latest.png")

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 SMALL_HEADING = "## Small requests (issue 24)"
+TAIL_HEADING = "## Tail latency (issue 24)"  # bench/tail.py's section
 
 
 def replace_section(text: str, heading: str, section: str) -> str:

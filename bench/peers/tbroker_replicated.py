@@ -43,6 +43,8 @@ import os
 import select
 import selectors
 import socket
+import subprocess
+import sys
 import time
 
 from bench.broker_process import BrokerProcess, stop_together
@@ -79,13 +81,14 @@ _ACK_HEAD = 4 + 2  # response size, error
 
 
 class ReplicatedServer(ServerProcess):
-    """ZooKeeper and brokers 0..FACTOR-1; ``port`` is broker 0's, ``ports`` every broker's.
-    The brokers' logs are all under ``data_dir`` (disk bytes count every copy)."""
+    """ZooKeeper and brokers 0..factor-1 (FACTOR unless given); ``port`` is broker 0's, ``ports``
+    every broker's. The brokers' logs are all under ``data_dir`` (disk bytes count every copy)."""
 
     name = "twisted_broker_rf3"
 
-    def __init__(self, directory: str) -> None:
+    def __init__(self, directory: str, factor: int = FACTOR) -> None:
         super().__init__(directory)
+        self.factor = factor
         self.data_dir = os.path.join(directory, "data")
         self.zookeeper = None
         self.brokers: list[BrokerProcess] = []
@@ -96,10 +99,11 @@ class ReplicatedServer(ServerProcess):
         try:
             self.zookeeper = ZooKeeperServer(os.path.join(self.directory, "zookeeper"))
             self.zookeeper.start()
-            for broker_id in range(FACTOR):
+            for broker_id in range(self.factor):
                 os.makedirs(os.path.join(self.directory, f"broker-{broker_id}"))
                 broker = BrokerProcess(os.path.join(self.directory, f"broker-{broker_id}"), {
-                    **BROKER_SETTINGS, "brokerid": str(broker_id), "zk.connect": self.zookeeper.connect_string,
+                    **BROKER_SETTINGS, "default.replication.factor": str(self.factor), "brokerid": str(broker_id),
+                    "zk.connect": self.zookeeper.connect_string,
                     "log.dir": os.path.join(self.data_dir, f"broker-{broker_id}")})
                 self.brokers.append(broker)
                 broker.start()
@@ -107,8 +111,8 @@ class ReplicatedServer(ServerProcess):
             self.log_file = self.brokers[0].log_file
             # A topic created before every broker sees the others could get fewer replicas.
             for port in self.ports:
-                poll_until(lambda port=port: len(metadata(port).brokers) == FACTOR,
-                           f"broker on {port} to see {FACTOR} brokers", timeout_s=30, pause_s=0.1)
+                poll_until(lambda port=port: len(metadata(port).brokers) == self.factor,
+                           f"broker on {port} to see {self.factor} brokers", timeout_s=30, pause_s=0.1)
         except BaseException:
             self.stop()
             raise
@@ -229,6 +233,7 @@ def _send_all(sock: socket.socket, data: bytes) -> None:
 class TwistedBrokerReplicated(TwistedBroker):
     key = "twisted_broker_rf3"
     label = "twisted_broker rf=3"
+    factor = FACTOR
     skip = frozenset({"produce b1"})
     settings = {
         "server": f"{FACTOR} twistd -n broker processes on 127.0.0.1 and one ZooKeeper; each topic: 1 partition "
@@ -246,7 +251,7 @@ class TwistedBrokerReplicated(TwistedBroker):
     }
 
     def make_server(self, directory: str) -> ReplicatedServer:
-        return ReplicatedServer(directory)
+        return ReplicatedServer(directory, self.factor)
 
     def client_options(self, server: ReplicatedServer) -> dict:
         return {"ports": server.ports}
@@ -257,9 +262,9 @@ class TwistedBrokerReplicated(TwistedBroker):
             if topic.error:
                 raise RuntimeError(f"{dest}: Metadata answered error {topic.error}: is it a 0.7 topic?")
             [partition] = topic.partitions
-            return partition.leader >= 0 and len(partition.isr) == FACTOR
+            return partition.leader >= 0 and len(partition.isr) == self.factor
 
-        poll_until(ready, f"{dest}: a leader and {FACTOR} in-sync replicas", timeout_s=30, pause_s=0.05)
+        poll_until(ready, f"{dest}: a leader and {self.factor} in-sync replicas", timeout_s=30, pause_s=0.05)
 
     # -- worker side -----------------------------------------------------------------------------
 
@@ -346,3 +351,21 @@ class TwistedBrokerReplicated(TwistedBroker):
             reader.read()
         reader.sock.close()
         return {"seconds": seconds}
+
+
+class TwistedBrokerCommitted(TwistedBrokerReplicated):
+    """Factor 1 with committed visibility (bench/tail.py's middle row): one broker and a
+    ZooKeeper, each topic replicated on that broker alone, so a message is visible once
+    appended (its high watermark) instead of once fsynced: the tail without the disk."""
+
+    key = "twisted_broker_rf1"
+    label = "twisted_broker rf=1 committed"
+    factor = 1
+
+    def create(self, server: ReplicatedServer, dest: str) -> None:
+        # A Metadata request creates a replicated topic only with a factor above 1 (below it
+        # would be a 0.7 topic): the topics tool writes the assignment in ZooKeeper instead.
+        subprocess.run([sys.executable, "-m", "twisted_broker", "topics", "--zk",
+                        server.zookeeper.connect_string, "--create", "--topic", dest, "--partitions", "1",
+                        "--replication-factor", "1"], check=True, stdout=subprocess.DEVNULL, timeout=60)
+        super().create(server, dest)
