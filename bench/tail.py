@@ -1,5 +1,5 @@
 """Issue 24's tail benchmark: the latency of one message per request at 5,000 msg/s, with its
-p50, p99 and p99.9 and the CPU the server spent per message, for the broker three ways beside
+p50, p99 and p99.9 and the CPU the server spent per message, for the broker five ways beside
 Redis Streams and NATS JetStream in the same run.
 
 Systems (bench/peers/, each started on loopback for the whole run, the same clients as
@@ -10,6 +10,9 @@ a consumer subscribed before it starts):
 - ``twisted_broker_rf1``: factor 1 on a replicated topic, visible once committed (its high
   watermark: appended), so the disk is out of the path;
 - ``twisted_broker_rf3``: factor 3, visible once committed on three brokers;
+- ``twisted_broker_defaults`` and ``twisted_broker_defaults_modern``: make run's flush policy
+  (etc/server.properties: an fsync every 10,000 messages or 1 s, and at once for a consumer
+  waiting at the end), with the 0.7 clients and with confluent-kafka (bench/peers/tbroker_defaults.py);
 - ``redis`` and ``nats``: the peers, in the paper's persistence settings.
 
 Each round visits every system (starting with a different one each round) and prints the load
@@ -39,8 +42,9 @@ from bench.peers.harness import LATENCY_RATE
 from bench.proc_sample import ProcessSample
 from bench.small_report import TAIL_HEADING, replace_section
 
-SYSTEMS = ["twisted_broker", "twisted_broker_rf1", "twisted_broker_rf3", "redis", "nats"]
-OURS = frozenset(SYSTEMS[:3])  # their topics are left in place (as bench/paper_round.py does)
+SYSTEMS = ["twisted_broker", "twisted_broker_rf1", "twisted_broker_rf3", "twisted_broker_defaults",
+           "twisted_broker_defaults_modern", "redis", "nats"]
+OURS = frozenset(SYSTEMS[:5])  # their topics are left in place (as bench/paper_round.py does)
 DEFAULT_ROUNDS = 5
 DEFAULT_SECONDS = 5.0
 FIGURES = ("p50_ms", "p99_ms", "p999_ms", "max_ms", "cpu_us_per_message", "rate")

@@ -26,6 +26,8 @@ SYSTEMS = {
 # Systems run only by other benchmarks (bench/tail.py), not columns of the paper's table.
 EXTRA_SYSTEMS = {
     "twisted_broker_rf1": "bench.peers.tbroker_replicated:TwistedBrokerCommitted",
+    "twisted_broker_defaults": "bench.peers.tbroker_defaults:TwistedBrokerDefaults",
+    "twisted_broker_defaults_modern": "bench.peers.tbroker_defaults:TwistedBrokerDefaultsModern",
 }
 
 

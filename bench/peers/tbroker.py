@@ -81,8 +81,12 @@ class TwistedBrokerServer(ServerProcess):
         self.note = ""
         self._broker: BrokerProcess | None = None
 
+    def settings(self) -> dict[str, str]:
+        """The broker's properties (bench/peers/tbroker_defaults.py's server has its own)."""
+        return dict(BROKER_SETTINGS)
+
     def start(self) -> "TwistedBrokerServer":
-        properties = dict(BROKER_SETTINGS)
+        properties = self.settings()
         if not has_high_level_consumer():
             self.note = "twisted_broker.client.zookeeper_consumer is not there: no high-level consumer row"
         else:

@@ -35,3 +35,13 @@ def test_a_cluster_counts_every_broker_and_a_server_its_own_process():
     assert server_pids(cluster) == [11, 12, 13]
     assert server_pids(SimpleNamespace(pid=7, process=process(99))) == [7]
     assert server_pids(SimpleNamespace(process=process(5))) == [5]
+
+
+def test_make_run_rows_take_their_flush_policy_from_etc_server_properties():
+    from bench.peers.tbroker_defaults import SERVER_PROPERTIES, make_run_settings
+    from twisted_broker.properties import read_properties
+
+    settings, properties = make_run_settings(), read_properties(SERVER_PROPERTIES)
+    assert settings["log.flush.interval"] == properties["log.flush.interval"]
+    assert settings["log.default.flush.interval.ms"] == properties["log.default.flush.interval.ms"]
+    assert "port" not in settings and "log.dir" not in settings and "zk.connect" not in settings
