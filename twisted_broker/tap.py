@@ -17,6 +17,7 @@ from logging.handlers import BufferingHandler
 
 from OpenSSL.crypto import Error as OpenSSLError
 from twisted.internet.endpoints import serverFromString
+from twisted.internet.threads import deferToThreadPool
 from twisted.python import usage
 
 from twisted_broker.config import BrokerConfig, ConfigError
@@ -313,7 +314,10 @@ def replication_service(config: BrokerConfig, zk: ZooKeeper, registry: RegistryP
                              session=registry.registration.info.creator_id,
                              lag_time_max_ms=config.replica_lag_time_max_ms,
                              min_insync_replicas=config.min_insync_replicas,
-                             count_flushed=config.log_visibility == "flushed")
+                             count_flushed=config.log_visibility == "flushed",
+                             # the checkpoint's fsyncs in Twisted's thread pool, not on the reactor
+                             run_blocking=lambda function, *args: deferToThreadPool(
+                                 reactor, reactor.getThreadPool(), function, *args))
     # A follower must be able to fetch the largest message whole, whatever its fetch size.
     fetchers = Fetchers(manager, reactor=reactor, fetch_wait_max_ms=config.replica_fetch_wait_max_ms,
                         connect=follower_connect(config),

@@ -11,7 +11,7 @@ hooks the broker calls (docs/replication.md). Reactor thread only.
   are carried out here: publish the high watermark (waking held fetches and produce requests
   waiting for acks=all), write a proposed ISR by compare-and-set.
 - **Checkpoints.** Every high watermark goes to ``replication-offset-checkpoint`` each second
-  and at stop.
+  (off the reactor thread when ``run_blocking`` is given: checkpoint_writer.py) and at stop.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from twisted.internet.task import LoopingCall
 from twisted_broker.errors import InvalidTopic, WrongPartition
 from twisted_broker.registry.zookeeper import BadVersionError, CONNECTED, NoNodeError, ZooKeeper
 from twisted_broker.registry import replication_paths as paths
+from twisted_broker.replication.checkpoint_writer import HighWatermarkCheckpoints, RunBlocking
 from twisted_broker.replication.cluster_state import ClusterState, Subscriber
 from twisted_broker.codec.kafka07.replication_errors import NotEnoughReplicas, NotLeaderForPartition
 from twisted_broker.replication.election import with_isr_sessions
@@ -35,7 +36,6 @@ from twisted_broker.replication.log_failures import OfflineReplicas, log_failure
 from twisted_broker.registry.replication_paths import NO_LEADER, PartitionState
 from twisted_broker.replication.replica import Replica, Role
 from twisted_broker.replication.replica_ends import PublishedEnds
-from twisted_broker.storage.checkpoints import write_high_watermarks
 from twisted_broker.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
@@ -47,7 +47,7 @@ REFUSAL_LOG_INTERVAL_S = 60.0
 class ReplicaManager(FollowerRequests):
     def __init__(self, *, broker_id: int, logs: LogManager, zk: ZooKeeper, cluster: ClusterState, clock,
                  lag_time_max_ms: int, min_insync_replicas: int, count_flushed: bool = False,
-                 session: str = "") -> None:
+                 session: str = "", run_blocking: RunBlocking | None = None) -> None:
         self.broker_id = broker_id
         # This process's registration (creatorId): a state naming this broker leader under
         # another session was given to a previous run, which may have lost its unflushed tail.
@@ -78,7 +78,7 @@ class ReplicaManager(FollowerRequests):
         self.fetch_sessions = FetchSessions(clock)  # the followers' fetch sessions here (as their leader)
         self._tick = LoopingCall(self._tick_leaders)
         self._checkpoint = LoopingCall(self.checkpoint_high_watermarks)
-        self._checkpointed: dict[tuple[str, int], int] = {}  # what the file holds
+        self.checkpoints = HighWatermarkCheckpoints(logs.log_dir, run_blocking)
         # Figures for /metrics and the debug port.
         self.isr_shrinks = 0
         self.isr_expands = 0
@@ -105,7 +105,7 @@ class ReplicaManager(FollowerRequests):
                 loop.stop()
         for replica in self.replicas.values():
             replica.fail_waiters(NotLeaderForPartition(f"broker {self.broker_id} is stopping"))
-        self.checkpoint_high_watermarks()
+        self.checkpoint_high_watermarks(at_once=True)
 
     def _on_connection(self, state) -> None:
         self.connected = state == CONNECTED
@@ -364,15 +364,8 @@ class ReplicaManager(FollowerRequests):
 
     # -- checkpoints and figures ---------------------------------------------------------
 
-    def checkpoint_high_watermarks(self) -> None:
-        offsets = {key: r.log.end_offset for key, r in self.replicas.items()}
-        if not offsets or offsets == self._checkpointed:
-            return  # an idle broker writes (and fsyncs) nothing
-        try:
-            write_high_watermarks(self.logs.log_dir, offsets)
-            self._checkpointed = offsets
-        except OSError as exc:
-            log.error("writing the high watermark checkpoint failed: %s", exc)
+    def checkpoint_high_watermarks(self, at_once: bool = False) -> None:
+        self.checkpoints.save({key: r.log.end_offset for key, r in self.replicas.items()}, at_once=at_once)
 
     def fence_leaders(self) -> int:
         """Refuse writes on every partition led here (a controlled shutdown moved them, or
