@@ -21,6 +21,8 @@ BENCHMARKS["small"] = lambda: __import__("bench.small_requests", fromlist=["run"
 # issue 24: latency p50/p99/p99.9 and server CPU, factor 1 flushed and committed, factor 3, beside
 # Redis Streams and NATS (their servers: peer-packages); its own section of latest.md
 BENCHMARKS["tail"] = lambda: __import__("bench.tail", fromlist=["run"]).run()
+# issue 24: today's clients (confluent-kafka) against this broker and noida-db, another Kafka-protocol broker
+BENCHMARKS["kafka_peers"] = lambda: __import__("bench.kafka_peers", fromlist=["run"]).run()
 
 
 def main() -> None:
