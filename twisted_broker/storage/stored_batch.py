@@ -101,10 +101,12 @@ def encode_stored_entry(batch: bytes | bytearray | memoryview, values: Sequence[
 def deflate_values(message_set: bytes) -> list[bytes]:
     """The raw deflate stream of ``message_set``, in parts: level 1, or stored blocks past a
     sample that level 1 does not shrink below STORE_ABOVE of its size (module docstring)."""
-    packer = deflate_library.compressobj(VALUES_LEVEL, zlib.DEFLATED, -15)
     sample = min(SAMPLE_BYTES, len(message_set) // 4)
     if sample < MIN_SAMPLE_BYTES:
-        return [packer.compress(message_set), packer.flush()]
+        # One call, the same stream as a compressor's compress and flush: a modern Produce of
+        # one record pays ~3 µs less (issue 24).
+        return [deflate_library.compress(message_set, VALUES_LEVEL, -15)]
+    packer = deflate_library.compressobj(VALUES_LEVEL, zlib.DEFLATED, -15)
     view = memoryview(message_set)
     # A sync flush ends the sample's blocks on a byte boundary, not final: another
     # compressor's stream may follow (a reader sees one stream; stored blocks refer to nothing).
@@ -133,7 +135,7 @@ def read_stored_header(head: bytes | memoryview) -> BatchHeader:
     start = ENTRY_HEADER_BYTES + PIECE_OFFSET
     _xlen, _id, first_piece = _EXTRA.unpack_from(head, ENTRY_HEADER_BYTES + len(MEMBER_HEADER))
     # Only the header is at hand, not the batch: read_header would want the whole batch.
-    header = BatchHeader(*HEADER.unpack_from(head, start))
+    header = BatchHeader._make(HEADER.unpack_from(head, start))
     if header.magic != MAGIC or header.batch_length < HEADER_SIZE - LENGTH_OVERHEAD:
         raise StoredBatchError(f"stored batch header: magic {header.magic}, length {header.batch_length}")
     if first_piece != min(header.size, MAX_PIECE_BYTES):

@@ -9,7 +9,7 @@ end, so the two stamped fields (outside it) leave the batch's own CRC valid.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from typing import NamedTuple
 
 HEADER = struct.Struct(">qiiBIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 61
@@ -29,8 +29,11 @@ class BatchHeaderError(ValueError):
     """The bytes are not a record batch of magic 2 (too short, wrong magic, wrong length)."""
 
 
-@dataclass(frozen=True, slots=True)
-class BatchHeader:
+class BatchHeader(NamedTuple):
+    """A record batch's header fields, in their order on the wire. A NamedTuple, not a frozen
+    dataclass: a modern Produce reads three of them, and a frozen dataclass's 13 fields cost
+    ~2.6 µs to build against ~0.5 (issue 24)."""
+
     base_offset: int
     batch_length: int
     partition_leader_epoch: int
@@ -74,7 +77,7 @@ def read_header(data: bytes | memoryview, offset: int = 0) -> BatchHeader:
     if len(data) - offset < HEADER_SIZE:
         raise BatchHeaderError(f"record batch header needs {HEADER_SIZE} bytes, "
                                f"{len(data) - offset} given")
-    header = BatchHeader(*HEADER.unpack_from(data, offset))
+    header = BatchHeader._make(HEADER.unpack_from(data, offset))
     if header.magic != MAGIC:
         raise BatchHeaderError(f"record batch magic {header.magic}, expected {MAGIC}")
     if header.batch_length < HEADER_SIZE - LENGTH_OVERHEAD:

@@ -132,10 +132,10 @@ class ProducerStateTable:
         ``iter_batch_headers`` yields them."""
         table = cls()
         for item in stored:
-            if isinstance(item, tuple):
-                table.record_header(item[1], item[0])
-            else:
+            if isinstance(item, BatchHeader):  # a NamedTuple: asked before the pair's tuple
                 table.record_header(item)
+            else:
+                table.record_header(item[1], item[0])
         return table
 
     def truncate_head(self, log_start_offset: int) -> None:
