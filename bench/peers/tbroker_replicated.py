@@ -361,6 +361,13 @@ class TwistedBrokerCommitted(TwistedBrokerReplicated):
     key = "twisted_broker_rf1"
     label = "twisted_broker rf=1 committed"
     factor = 1
+    settings = {
+        **TwistedBrokerReplicated.settings,
+        "server": "one twistd -n broker process on 127.0.0.1 and one ZooKeeper; each topic: 1 partition "
+                  "replicated on that broker alone (created by the topics tool, waited for until it has a leader)",
+        "persistence": "a message is visible once committed: appended (the high watermark of a one-replica ISR); "
+                       "fsync every 10,000 messages or 1 s: durability only, no figure waits for it",
+    }
 
     def create(self, server: ReplicatedServer, dest: str) -> None:
         # A Metadata request creates a replicated topic only with a factor above 1 (below it
