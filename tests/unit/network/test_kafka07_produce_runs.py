@@ -36,9 +36,9 @@ def one(payload: bytes) -> bytes:
     return encode_message_set([payload])
 
 
-def log_manager(directory, file_size: int = 3 << 20) -> LogManager:
+def log_manager(directory, file_size: int = 3 << 20, flush_interval: int = 1) -> LogManager:
     manager = LogManager(str(directory), now=lambda: 1_000_000.0, partitions_for=lambda topic: 4,
-                         policy_for=lambda topic: LogPolicy(flush_interval_messages=1, file_size=file_size,
+                         policy_for=lambda topic: LogPolicy(flush_interval_messages=flush_interval, file_size=file_size,
                                                             retention_ms=3600 * 1000),
                          flusher=InlineFlusher())
     manager.open()
@@ -167,6 +167,35 @@ def test_segments_roll_where_appending_each_request_in_turn_rolls_them(tmp_path,
         # 0.7 rolls once a segment has passed the size: 15+40+15+15+90 | 5 x 15+200 | 15+15
         assert [size for _, size in segment_layout(apart)] == [175, 275, 30]
         assert in_runs == len(segment_layout(together)) < len(frames)
+    finally:
+        together.close()
+        apart.close()
+
+
+@pytest.mark.parametrize("counts, reads, left", [
+    ([1, 2, 1, 3, 1, 1, 2, 1, 1, 1, 4, 1], [12], 1),  # one at a time: flushes after messages 7, 12 and 18
+    ([2, 3, 1, 4], [4], 0),  # a flush after the 5th and the 10th: the last request starts one, none left
+    # The first read's run reaches 5 at its third request and leaves its fourth's 1 message to
+    # the count, as one at a time does; the next read's 4 then reach 5 again: the burst of 10
+    # ends with a flush, as a producer sending a multiple of log.flush.interval expects.
+    ([3, 1, 1, 1, 1, 3], [4, 2], 0),
+])
+def test_the_flush_count_goes_on_as_appending_each_request_in_turn_leaves_it(tmp_path, counts, reads, left):
+    frames = [produce(0, encode_message_set([b"m"] * count)) for count in counts]
+    together = log_manager(tmp_path / "together", flush_interval=5)
+    apart = log_manager(tmp_path / "apart", flush_interval=5)
+    try:
+        protocol, first = connect(together)[1], 0
+        for read in reads:
+            protocol.dataReceived(b"".join(frames[first:first + read]))
+            first += read
+        for frame in frames:
+            connect(apart)[1].dataReceived(frame)
+        run, alone = together.get_log("a", 0), apart.get_log("a", 0)
+        assert run.unflushed_messages == alone.unflushed_messages == left
+        assert run.flushed_end >= alone.flushed_end > 0  # the run's flush covers at least as much
+        if not left:  # a burst of a multiple of the interval is flushed whole, as one at a time
+            assert run.flushed_end == alone.flushed_end == run.written_end
     finally:
         together.close()
         apart.close()

@@ -58,16 +58,29 @@ def produce_run(frames: Iterable, limit: int) -> tuple[bytes, int, list] | None:
     return None if topic is None else (topic, partition, sets)
 
 
-def validate_plain_run(sets: list, max_message_size: int | None) -> ValidatedMessageSet | None:
-    """``sets`` joined, with their message count, when ``validate_message_set`` would take
-    each whole at its first step; None when any needs its full check."""
+def validate_plain_run(sets: list, max_message_size: int | None) -> tuple[ValidatedMessageSet, list[int]] | None:
+    """``sets`` joined, with their message count, and each set's count, when
+    ``validate_message_set`` would take each whole at its first step; None when any needs its
+    full check."""
     joined = b"".join(sets)
     size_limit = len(joined) if max_message_size is None else max_message_size + _ENTRY_OVERHEAD
-    pos = count = 0
+    pos = 0
+    counts = []
     for message_set in sets:
         end = pos + len(message_set)
         pos, walked = _scan_plain(joined, pos, end, size_limit)
         if pos != end:
             return None
-        count += walked
-    return ValidatedMessageSet(memoryview(joined), count)
+        counts.append(walked)
+    return ValidatedMessageSet(memoryview(joined), sum(counts)), counts
+
+
+def unflushed_after(unflushed: int, counts: list[int], interval: int) -> int:
+    """The flush policy's count of unflushed messages after appending sets of ``counts``
+    messages one at a time, from ``unflushed``: each append that brings it to ``interval``
+    starts a flush and sets it back to 0 (storage/log.py's ``append``)."""
+    for count in counts:
+        unflushed += count
+        if unflushed >= interval:
+            unflushed = 0
+    return unflushed

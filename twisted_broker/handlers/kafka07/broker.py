@@ -26,7 +26,7 @@ from twisted_broker.storage.log import Log
 from twisted_broker.storage.log_manager import LogManager
 from twisted_broker.storage.segment import FileRegion, Piece
 from twisted_broker.codec.kafka07.message_set import validate_message_set
-from twisted_broker.codec.kafka07.produce_run import validate_plain_run
+from twisted_broker.codec.kafka07.produce_run import unflushed_after, validate_plain_run
 from twisted_broker.codec.kafka07.replication import (
     ALL_REQUEST_CLASSES, EpochEndOffsetRequest, MetadataRequest, ProduceAckRequest, ReplicaFetchRequest,
 )
@@ -124,16 +124,24 @@ class Broker:
         write (codec/kafka07/produce_run.py), when that is what appending each in turn would
         do: an unreplicated topic, a partition named (not -1), each set plain messages that
         pass whole. Returns how many were appended: those that go to one segment (0.7 rolls
-        between them where each alone would roll); 0, and the requests go the usual way."""
+        between them where each alone would roll); 0, and the requests go the usual way.
+
+        The flush policy's count goes on as if each had been appended alone: a flush starts
+        when the run reaches ``log.flush.interval`` (it covers the whole run), and the count
+        then holds the messages after the last multiple, so the next flush starts where it
+        would have (a producer's burst of a multiple of the interval ends with a flush)."""
         if partition < 0 or (self.replication is not None and self.replication.cluster.is_replicated(topic)):
             return 0
         try:
             log_ = self.logs.get_or_create_log(topic, partition)
             taken = _sets_in_one_segment(log_, message_sets)
-            messages = validate_plain_run(message_sets[:taken], self.max_message_size)
-            if messages is None:
+            validated = validate_plain_run(message_sets[:taken], self.max_message_size)
+            if validated is None:
                 return 0
+            messages, counts = validated
+            unflushed = unflushed_after(log_.unflushed_messages, counts, log_.policy.flush_interval_messages)
             log_.append(messages)
+            log_.unflushed_messages = unflushed
         except (InvalidTopic, WrongPartition, PartitionNotReady, KafkaError, OSError):
             return 0  # the usual path appends those before the one that fails, and says why
         self.stats.produced(topic, partition, messages.message_count, len(messages))

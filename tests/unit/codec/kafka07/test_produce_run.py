@@ -12,7 +12,7 @@ from twisted_broker.codec.kafka07.message import MAGIC_0
 from twisted_broker.codec.kafka07.message_set import (
     encode_compressed_message_set, encode_message_set, validate_message_set,
 )
-from twisted_broker.codec.kafka07.produce_run import MAX_RUN_BYTES, produce_run, validate_plain_run
+from twisted_broker.codec.kafka07.produce_run import MAX_RUN_BYTES, produce_run, unflushed_after, validate_plain_run
 from twisted_broker.codec.kafka07.requests import (
     FetchRequest, OffsetRequest, ProduceRequest, decode_request, encode_request,
 )
@@ -81,8 +81,9 @@ def test_memoryview_frames_are_read_as_bytes_are():
 @given(st.lists(st.lists(st.binary(max_size=40), max_size=4), min_size=1, max_size=6))
 def test_a_plain_run_is_validated_as_its_sets_joined(payload_lists):
     sets = [encode_message_set(payloads) for payloads in payload_lists]
-    joined = validate_plain_run([memoryview(s) for s in sets], max_message_size=100)
+    joined, counts = validate_plain_run([memoryview(s) for s in sets], max_message_size=100)
     expected = validate_message_set(b"".join(sets), max_message_size=100)
+    assert counts == [len(payloads) for payloads in payload_lists]
     assert bytes(joined.buffer) == bytes(expected.buffer)
     assert joined.message_count == expected.message_count == sum(map(len, payload_lists))
 
@@ -121,3 +122,14 @@ def test_any_frames_make_a_run_or_none_without_raising(frames, limit):
                 continue
             assert (request.topic.encode(), request.partition, bytes(request.messages)) == \
                 (topic, partition, bytes(message_set))
+
+
+@pytest.mark.parametrize("unflushed, counts, interval, expected", [
+    (0, [1, 2, 1, 3, 1], 5, 1),  # 1, 3, 4, 7 (a flush: 0), 1
+    (3, [1, 1], 5, 0),  # reaches 5 exactly at the last set: a flush, nothing left
+    (0, [2, 2, 2, 2], 5, 2),  # 2, 4, 6 -> 0, 2
+    (0, [1] * 7, 1, 0),  # every message flushes
+    (4, [], 5, 4),
+])
+def test_the_flush_count_after_a_run_is_what_appending_each_set_in_turn_leaves(unflushed, counts, interval, expected):
+    assert unflushed_after(unflushed, counts, interval) == expected
