@@ -128,8 +128,9 @@ class Broker:
 
         The flush policy's count goes on as if each had been appended alone: a flush starts
         when the run reaches ``log.flush.interval`` (it covers the whole run), and the count
-        then holds the messages after the last multiple, so the next flush starts where it
-        would have (a producer's burst of a multiple of the interval ends with a flush)."""
+        then holds the messages of the requests after the one that would have started the last
+        flush, so the next flush starts where it would have (a producer's burst of a multiple
+        of the interval still ends with a flush)."""
         if partition < 0 or (self.replication is not None and self.replication.cluster.is_replicated(topic)):
             return 0
         try:
