@@ -42,7 +42,7 @@ from bench.modern import _free_port, _values, confluent_consume, confluent_produ
 from bench.paper import RESULTS, machine
 from bench.peers.harness import LATENCY_RATE, poll_until, port_open
 from bench.peers.tbroker_defaults import TwistedBrokerDefaultsModern, make_run_settings
-from bench.proc_sample import ProcessSample
+from bench.proc_sample import cpu_seconds
 
 DEFAULT_N = 200_000
 DEFAULT_SYNC_N = 3_000
@@ -109,11 +109,6 @@ class NoidaDb:
                 self.process.wait()
 
 
-def _cpu_s(pid: int) -> float:
-    sample = ProcessSample.take(pid)
-    return sample.cpu_s + sample.children_cpu_s
-
-
 def one_at_a_time(bootstrap: str, topic: str, values: list[bytes]) -> float:
     """Seconds to send ``values`` one synchronous produce at a time (flush after each)."""
     from confluent_kafka import Producer
@@ -157,10 +152,10 @@ def round_of(server, number: int, n: int, n_sync: int, values: list[bytes], raw:
     figures = raw.setdefault(server.name, {})
 
     def timed(row: str, call, count: int) -> None:
-        before = _cpu_s(server.pid)
+        before = cpu_seconds([server.pid])
         seconds = call()
         figures.setdefault(row, []).append(count / seconds)
-        figures.setdefault(f"{row} broker CPU us", []).append((_cpu_s(server.pid) - before) / count * 1e6)
+        figures.setdefault(f"{row} broker CPU us", []).append((cpu_seconds([server.pid]) - before) / count * 1e6)
 
     for acks in ("1", "all"):
         timed(f"produce acks={acks}", lambda: confluent_produce(bootstrap, f"acks-{acks}-{number}", values, acks), n)

@@ -15,9 +15,33 @@ import statistics
 
 from bench.peers.harness import BATCH, LATENCY_RATE, MESSAGE_BYTES, disk_usage, settled_disk_usage
 from bench.peers.report import TB, TB_RF3
+from bench.proc_sample import cpu_seconds
 
 FETCH_REPEATS = 5  # broker and raw sendfile alternate this often per round
 
+
+
+def latency_test(run, key: str, dest: str, pids: list[int] | None = None) -> dict:
+    """The latency test of ``key`` on a new topic ``dest``: a consumer subscribed first, then
+    a producer of ``run.latency_messages`` stamped messages at LATENCY_RATE. Returns the
+    consumer's percentiles (ms), the producer's rate and, with ``pids``, the CPU seconds those
+    processes used from the producer's start to the consumer's last message (``cpu_s``)."""
+    run.peers[key].create(run.servers[key], dest)
+    consumer = run.worker(key, "latency_consume", dest=dest, n=run.latency_messages)
+    producer = None
+    try:
+        consumer.expect_ready()
+        consumer.go()
+        producer = run.worker(key, "latency_produce", dest=dest, n=run.latency_messages, rate=LATENCY_RATE)
+        producer.expect_ready()
+        before = cpu_seconds(pids or [])
+        producer.go()
+        sent = producer.result()
+        received = consumer.result(120)
+        used = cpu_seconds(pids or []) - before
+    finally:
+        run.release(*(worker for worker in (consumer, producer) if worker is not None))
+    return {**received, "rate": run.latency_messages / sent["seconds"], "cpu_s": used}
 
 
 def play_round(run, key: str, number: int, profile: str | None = None) -> None:
@@ -92,23 +116,11 @@ def play_round(run, key: str, number: int, profile: str | None = None) -> None:
 
     def latency() -> None:
         dest = f"lat-{number}"
-        peer.create(server, dest)
-        consumer = run.worker(key, "latency_consume", dest=dest, n=run.latency_messages)
-        producer = None
-        try:
-            consumer.expect_ready()
-            consumer.go()
-            producer = run.worker(key, "latency_produce", dest=dest, n=run.latency_messages, rate=LATENCY_RATE)
-            producer.expect_ready()
-            producer.go()
-            sent = producer.result()
-            received = consumer.result(120)
-        finally:
-            run.release(*(w for w in (consumer, producer) if w is not None))
-        record("p50_ms", received["p50_ms"])
-        record("p99_ms", received["p99_ms"])
-        record("max_ms", received["max_ms"])
-        record("latency_rate", run.latency_messages / sent["seconds"])
+        result = latency_test(run, key, dest)
+        record("p50_ms", result["p50_ms"])
+        record("p99_ms", result["p99_ms"])
+        record("max_ms", result["max_ms"])
+        record("latency_rate", result["rate"])
         if key != TB:
             peer.delete(server, dest)
 

@@ -82,3 +82,12 @@ class ProcessSample:
     @property
     def switches(self) -> int:
         return self.voluntary + self.involuntary
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """CPU seconds the processes ``pids`` and their live children have used so far."""
+    total = 0.0
+    for pid in pids:
+        sample = ProcessSample.take(pid)
+        total += sample.cpu_s + sample.children_cpu_s
+    return total

@@ -39,7 +39,7 @@ from pathlib import Path
 
 from bench.paper import RESULTS, Run, machine
 from bench.peers.harness import LATENCY_RATE
-from bench.proc_sample import ProcessSample
+from bench.paper_round import latency_test
 from bench.small_report import TAIL_HEADING, replace_section
 
 SYSTEMS = ["twisted_broker", "twisted_broker_rf1", "twisted_broker_rf3", "twisted_broker_defaults",
@@ -60,39 +60,14 @@ def server_pids(server) -> list[int]:
     return [pid if pid is not None else server.process.pid]
 
 
-def cpu_seconds(pids: list[int]) -> float:
-    total = 0.0
-    for pid in pids:
-        sample = ProcessSample.take(pid)
-        total += sample.cpu_s + sample.children_cpu_s
-    return total
-
-
 def latency_once(run: Run, key: str, dest: str) -> dict:
-    """One latency test of ``key`` on a new topic ``dest``: the consumer's percentiles, the
-    producer's rate and the server's CPU per message."""
-    server, peer = run.servers[key], run.peers[key]
-    peer.create(server, dest)
-    pids = server_pids(server)
-    consumer = run.worker(key, "latency_consume", dest=dest, n=run.latency_messages)
-    producer = None
-    try:
-        consumer.expect_ready()
-        consumer.go()
-        producer = run.worker(key, "latency_produce", dest=dest, n=run.latency_messages, rate=LATENCY_RATE)
-        producer.expect_ready()
-        before = cpu_seconds(pids)
-        producer.go()
-        sent = producer.result()
-        received = consumer.result(120)
-        used = cpu_seconds(pids) - before
-    finally:
-        run.release(*(worker for worker in (consumer, producer) if worker is not None))
+    """One latency test of ``key`` on a new topic ``dest`` (bench/paper_round.py's): the
+    consumer's percentiles, the producer's rate and the server's CPU per message."""
+    result = latency_test(run, key, dest, server_pids(run.servers[key]))
     if key not in OURS:
-        peer.delete(server, dest)
-    return {"p50_ms": received["p50_ms"], "p99_ms": received["p99_ms"], "p999_ms": received["p999_ms"],
-            "max_ms": received["max_ms"], "cpu_us_per_message": used / run.latency_messages * 1e6,
-            "rate": run.latency_messages / sent["seconds"]}
+        run.peers[key].delete(run.servers[key], dest)
+    return {**{name: result[name] for name in ("p50_ms", "p99_ms", "p999_ms", "max_ms", "rate")},
+            "cpu_us_per_message": result["cpu_s"] / run.latency_messages * 1e6}
 
 
 def summarize(raw: dict[str, list[dict]]) -> dict[str, dict]:
