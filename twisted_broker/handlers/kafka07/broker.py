@@ -142,6 +142,8 @@ class Broker:
             messages, counts = validated
             unflushed = unflushed_after(log_.unflushed_messages, counts, log_.policy.flush_interval_messages)
             log_.append(messages)
+            # (While a consumer waits, each append asks for a flush anyway: the count only
+            # makes the next one come no later than it would.)
             log_.unflushed_messages = unflushed
         except (InvalidTopic, WrongPartition, PartitionNotReady, KafkaError, OSError):
             return 0  # the usual path appends those before the one that fails, and says why
