@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import os
+from pathlib import Path
 
 import pytest
 from twisted.internet.testing import StringTransport
@@ -65,7 +66,7 @@ def stored(logs, partition: int = 0) -> bytes:
     log = logs.get_log("a", partition)
     if log is None:
         return b""
-    return b"".join(open(segment.path, "rb").read() for segment in log.segments)
+    return b"".join(Path(segment.path).read_bytes() for segment in log.segments)
 
 
 @pytest.fixture
