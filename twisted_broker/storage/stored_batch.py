@@ -43,7 +43,7 @@ from twisted_broker.codec.kafka.batch_header import HEADER, HEADER_SIZE, LENGTH_
 from twisted_broker.codec.kafka07.compression import GZIP
 from twisted_broker.codec.kafka07.crc import crc32
 from twisted_broker.codec.kafka07.message import ENTRY_HEADER_1, MAGIC_1
-from twisted_broker.codec.kafka07.message_set import encode_message_set
+from twisted_broker.codec.kafka.record_values import values_message_set
 
 try:  # zlib-ng deflates 2-3x faster at level 1 (installed with the package; see codec/kafka07/crc.py)
     from zlib_ng import zlib_ng as deflate_library
@@ -88,7 +88,7 @@ def encode_stored_entry(batch: bytes | bytearray | memoryview, values: Sequence[
         parts += (MEMBER_HEADER, _EXTRA.pack(MAX_PIECE_BYTES + 4, SUBFIELD_ID, MAX_PIECE_BYTES),
                   view[start:start + MAX_PIECE_BYTES], _EMPTY_MEMBER_TAIL)
     last = view[(len(view) - 1) // MAX_PIECE_BYTES * MAX_PIECE_BYTES:]
-    message_set = encode_message_set([b"" if value is None else value for value in values])
+    message_set = values_message_set(values)  # codec/kafka/record_values.py: compiled when built
     parts += (MEMBER_HEADER, _EXTRA.pack(len(last) + 4, SUBFIELD_ID, len(last)), last,
               *deflate_values(message_set), _TRAILER.pack(crc32(message_set), len(message_set) & 0xFFFFFFFF))
     # One copy of the entry: its CRC over the parts, its header joined in front of them.

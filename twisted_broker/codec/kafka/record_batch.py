@@ -29,6 +29,7 @@ from twisted_broker.codec.kafka.batch_header import (
     TIMESTAMP_TYPE_LOG_APPEND, TRANSACTIONAL, BatchHeader, BatchHeaderError, read_header,
 )
 from twisted_broker.codec.kafka.primitives import Buffer, Malformed, decode_varint, encode_varint
+from twisted_broker.codec.kafka.record_values import RecordsOverrun, values_of
 from twisted_broker.codec.kafka07.compression import DecompressionError
 
 MAGIC_POSITION = 16  # the magic byte's position in a v0/v1 message set and in a v2 batch alike
@@ -187,60 +188,10 @@ def batch_values(batch: Buffer, header: BatchHeader | None = None,
     header = header or read_header(batch)
     # bytes, not a view: indexing and slicing bytes is about twice as fast, worth one copy.
     data = bytes(records_bytes(batch, header, max_bytes))
-    values, pos, size = [], 0, len(data)
-    append = values.append
     try:
-        # Unrolled by hand (this runs once per produced record): one- and two-byte varints
-        # are decoded inline, longer ones by decode_varint; the two deltas are skipped.
-        for _ in range(header.records_count):
-            byte = data[pos]
-            if byte < 0x80:
-                pos += 1
-                end = pos + ((byte >> 1) ^ -(byte & 1))
-            elif data[pos + 1] < 0x80:  # records of 64 to 8191 bytes
-                raw = (byte & 0x7F) | (data[pos + 1] << 7)
-                pos += 2
-                end = pos + ((raw >> 1) ^ -(raw & 1))
-            else:
-                length, pos = decode_varint(data, pos)
-                end = pos + length
-            if end <= pos or end > size:
-                raise CorruptBatch(HEADER_SIZE, f"record at {pos} overruns the batch")
-            pos += 1  # attributes
-            while data[pos] & 0x80:
-                pos += 1
-            pos += 1
-            while data[pos] & 0x80:
-                pos += 1
-            pos += 1
-            byte = data[pos]
-            if byte < 0x80:
-                pos += 1 + (byte >> 1 if not byte & 1 else 0)  # a null (-1) key skips nothing
-            else:
-                key_length, pos = decode_varint(data, pos)
-                pos += max(key_length, 0)
-            byte = data[pos]
-            if byte < 0x80:
-                value_length = (byte >> 1) ^ -(byte & 1)
-                pos += 1
-            elif data[pos + 1] < 0x80:
-                raw = (byte & 0x7F) | (data[pos + 1] << 7)
-                value_length = (raw >> 1) ^ -(raw & 1)
-                pos += 2
-            else:
-                value_length, pos = decode_varint(data, pos)
-            if value_length < 0:
-                append(None)
-            else:
-                if pos + value_length > end:
-                    raise CorruptBatch(HEADER_SIZE, "record value overruns its record")
-                append(data[pos:pos + value_length])
-            pos = end
-    except (Truncated, Malformed, IndexError) as exc:
+        return values_of(data, header.records_count)  # record_values.py: compiled when built
+    except (RecordsOverrun, IndexError) as exc:
         raise CorruptBatch(HEADER_SIZE, f"records: {exc}") from None
-    if pos != size:
-        raise CorruptBatch(HEADER_SIZE, f"{size - pos} bytes after the last record")
-    return values
 
 
 def encode_record(out: bytearray, offset_delta: int, timestamp_delta: int, key: bytes | None,
