@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from twisted_broker.codec.kafka import record_values
 from twisted_broker.spark import executor_code
 from twisted_broker.codec.kafka07.compression import GZIP, NO_COMPRESSION, SNAPPY
 from twisted_broker.codec.kafka07.message_set import encode_compressed_message_set
@@ -40,6 +41,9 @@ def test_the_zip_holds_the_package_and_kazoo_and_is_reused_while_nothing_changes
     names = zipfile.ZipFile(first).namelist()
     assert "twisted_broker/spark/data_source.py" in names and "twisted_broker/codec/kafka07/crc.py" in names
     assert "kazoo/client.py" in names
+    # make's mypyc build of record_values (a C extension beside its source) goes as its source
+    assert list(Path(record_values.__file__).parent.glob("record_values*.so"))
+    assert "twisted_broker/codec/kafka/record_values.py" in names
     assert all(name.endswith(".py") for name in names)
     assert executor_code.package_zip(tmp_path) == first
     assert list(tmp_path.iterdir()) == [first]

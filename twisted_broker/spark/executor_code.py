@@ -103,6 +103,15 @@ def _package_files() -> Iterator[tuple[str, Path]]:
                 if "__pycache__" in path.parts or not path.is_file():
                     continue
                 if path.suffix in (".so", ".pyd"):
+                    if top == PACKAGE and _compiled_from_source(path):
+                        continue  # make's mypyc build of a module: its source goes instead
                     raise ValueError(f"{path} is a C extension: it cannot go to the executors in a zip")
                 if path.suffix == ".py":
                     yield f"{top}/{path.relative_to(root).as_posix()}", path
+
+
+def _compiled_from_source(path: Path) -> bool:
+    """Whether ``path`` is mypyc's build of a module whose source sits beside it (the module,
+    or its ``<name>__mypyc`` runtime part): the zip carries the source, which runs the same."""
+    stem = path.name.split(".")[0].removesuffix("__mypyc")
+    return (path.parent / f"{stem}.py").exists()
