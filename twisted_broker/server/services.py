@@ -126,8 +126,12 @@ class BrokerService(Service):
                 log.error("refusing to start: %s", exc)
                 raise SystemExit(1) from None
         # Last: whoever waits for these files takes the broker as started, so a broker that is
-        # about to exit (its id is registered by another) must not have written them. The wire
-        # protocol's goes last, as tests wait for it alone.
+        # about to exit (its id is registered by another) must not have written them; nor one
+        # whose reactor has not installed its signal handlers yet, which a SIGTERM would kill
+        # without a clean shutdown. The wire protocol's goes last, as tests wait for it alone.
+        self._reactor.callWhenRunning(self._write_port_files)
+
+    def _write_port_files(self) -> None:
         for listener, port in reversed(list(zip(self.listeners, self._ports))):
             if listener.port_file:
                 with open(listener.port_file, "w") as file:
