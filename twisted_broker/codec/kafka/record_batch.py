@@ -190,7 +190,7 @@ def batch_values(batch: Buffer, header: BatchHeader | None = None,
     data = bytes(records_bytes(batch, header, max_bytes))
     try:
         return values_of(data, header.records_count)  # record_values.py: compiled when built
-    except (RecordsOverrun, IndexError) as exc:
+    except (RecordsOverrun, IndexError, Truncated, Malformed) as exc:
         raise CorruptBatch(HEADER_SIZE, f"records: {exc}") from None
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import struct
 
+from twisted_broker.codec.kafka.primitives import decode_varint
 from twisted_broker.codec.kafka07.crc import crc32
 
 _ENTRY_1 = struct.Struct(">iBBI")  # a 0.7 entry's length, magic 1, attributes (none), CRC
@@ -29,31 +30,15 @@ class RecordsOverrun(ValueError):
     """A record whose fields run past its length, or past the records' bytes."""
 
 
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    """A zigzag varint at ``pos``: (value, next position). Raises IndexError past the end,
-    RecordsOverrun for one longer than 10 bytes."""
-    raw = 0
-    shift = 0
-    while True:
-        byte = data[pos]
-        pos += 1
-        raw |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return (raw >> 1) ^ -(raw & 1), pos
-        shift += 7
-        if shift > 63:
-            raise RecordsOverrun(f"varint at {pos} is longer than 10 bytes")
-
-
 def values_of(data: bytes, count: int) -> list[bytes | None]:
     """The values of the ``count`` records that ``data`` (the batch's records, uncompressed)
     holds exactly, in order (None for a null value). Raises RecordsOverrun, or IndexError
-    for records cut short."""
+    for records cut short (Truncated or Malformed from a varint of three bytes or more)."""
     values: list[bytes | None] = []
     pos = 0
     size = len(data)
     # Unrolled by hand for the interpreter (this runs once per produced record): one- and
-    # two-byte varints inline, longer ones by _varint; the two deltas are skipped.
+    # two-byte varints inline, longer ones by primitives' decode_varint; the deltas skipped.
     for _ in range(count):
         byte = data[pos]
         if byte < 0x80:
@@ -64,7 +49,7 @@ def values_of(data: bytes, count: int) -> list[bytes | None]:
             pos += 2
             end = pos + ((raw >> 1) ^ -(raw & 1))
         else:
-            length, pos = _varint(data, pos)
+            length, pos = decode_varint(data, pos)
             end = pos + length
         if end <= pos or end > size:
             raise RecordsOverrun(f"record at {pos} overruns the batch")
@@ -79,7 +64,7 @@ def values_of(data: bytes, count: int) -> list[bytes | None]:
         if byte < 0x80:
             pos += 1 + (byte >> 1 if not byte & 1 else 0)  # a null (-1) key skips nothing
         else:
-            key_length, pos = _varint(data, pos)
+            key_length, pos = decode_varint(data, pos)
             if key_length > 0:
                 pos += key_length
         byte = data[pos]
@@ -91,7 +76,7 @@ def values_of(data: bytes, count: int) -> list[bytes | None]:
             value_length = (raw >> 1) ^ -(raw & 1)
             pos += 2
         else:
-            value_length, pos = _varint(data, pos)
+            value_length, pos = decode_varint(data, pos)
         if value_length < 0:
             values.append(None)
         else:
