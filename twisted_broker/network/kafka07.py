@@ -69,14 +69,10 @@ class KafkaServerProtocol(CertificatePrincipal, FramedConnection):
         ``append_run``); None: they go one at a time. Not under ACLs, which check each."""
         if self._table.authorization is not None:
             return None
-        run = produce_run(frames, limit)
+        run = produce_run(frames, limit, self._table.max_message_size, self._table.run_target)
         if run is None:
             return None
-        topic, partition, sets = run
-        try:
-            appended = self._table.append_run(topic.decode(), partition, sets)
-        except UnicodeDecodeError:
-            return None
+        appended = self._table.append_run(*run)
         return (appended, *_PRODUCE_RUN) if appended else None
 
     def describe(self, request) -> tuple[int, str]:

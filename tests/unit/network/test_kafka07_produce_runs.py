@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from twisted.internet.testing import StringTransport
 
-from twisted_broker.codec.kafka07.message_set import encode_message_set
+from twisted_broker.codec.kafka07.compression import GZIP
+from twisted_broker.codec.kafka07.message_set import encode_compressed_message_set, encode_message_set
 from twisted_broker.codec.kafka07.requests import ProduceRequest, encode_request
 from twisted_broker.handlers.kafka07.broker import Broker
 from twisted_broker.network.connection import REQUESTS_PER_TURN
@@ -129,6 +130,25 @@ def test_a_partial_tail_in_a_run_is_dropped_and_not_joined_to_the_next_set(logs)
     protocol.dataReceived(produce(0, whole + whole[:9]) + produce(0, whole[9:] + one(b"d")) + produce(0, one(b"e")))
     # 0.7 drops the first set's tail silently; the second set starts with a partial entry: refused.
     assert stored(logs) == whole
+
+
+def test_compressed_sets_in_a_backlog_go_alone_and_the_plain_ones_between_them_join(logs, writes):
+    _, protocol, broker = connect(logs)
+    gzipped = [encode_compressed_message_set([b"g%d" % i] * 3, GZIP) for i in range(2)]
+    sets = [gzipped[0], one(b"1"), one(b"2"), gzipped[1], one(b"3")]
+    protocol.dataReceived(b"".join(produce(0, s) for s in sets))
+    assert stored(logs) == b"".join(sets)
+    assert writes == [len(gzipped[0]), 2 * len(one(b"1")), len(gzipped[1]), len(one(b"3"))]
+    assert broker.stats.topic("a").messages_in == 3 + 2 + 3 + 1
+
+
+def test_a_run_goes_only_to_a_named_partition_by_a_readable_topic_name(logs):
+    _, _, broker = connect(logs)
+    assert broker.run_target(b"a", -1) is None  # the usual path chooses per request
+    assert broker.run_target(b"\xff", 0) is None  # the usual path refuses the name
+    assert broker.run_target(b"a", 9) is None  # WrongPartition: the usual path says so
+    topic, partition, log_ = broker.run_target(b"a", 3)
+    assert (topic, partition, log_) == ("a", 3, logs.get_log("a", 3))
 
 
 def test_produces_to_a_random_partition_each_choose_their_own(logs):

@@ -6,16 +6,26 @@ mostly to the same partition. Appending each in turn costs a lookup, a write(2) 
 counters per message; appending their message sets joined costs them once. The bytes the log
 gets are the same, since a message set is its messages back to back.
 
-``produce_run`` finds such a run at the front of the frames a connection has queued, and
-``validate_plain_run`` joins the run's sets when each is one ``validate_message_set`` would pass
-whole at its first step (plain messages, CRC right, none over the size limit). Anything else —
-a wrapper, a bad or oversize or partial entry, a malformed frame — is not a run: those requests
-take the usual path, one at a time, which says what is wrong with each.
+``produce_run`` finds such a run at the front of the frames a connection has queued: Produce
+requests to one partition, each set plain messages that ``validate_message_set`` would pass
+whole at its first step (magic 1, uncompressed, CRC right, none over the size limit), each
+checked on its own so a partial tail is never read as the start of the next set. The run ends
+before the first frame that is anything else — a wrapper, a bad or oversize or partial entry,
+a malformed frame, another partition — and that request takes the usual path, one at a time,
+which says what is wrong with it.
+
+What a request the run cannot serve costs matters as much as what a run saves: under a backlog
+the connection asks again before each such request. So the partition is asked about
+(``target``) once the first frame is read, before any other is looked at, and the scan stops at
+the first set that fails: a compressed producer or a replicated topic pays for one frame's
+look per request, never for the queue behind it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import sys
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from twisted_broker.codec.kafka07.message_set import ValidatedMessageSet, _scan_plain
 from twisted_broker.codec.kafka07.primitives import INT16
@@ -29,13 +39,20 @@ MAX_RUN_BYTES = 1 << 20
 _ENTRY_OVERHEAD = 6  # magic, attributes, CRC: the part of an entry's size that is not payload
 
 
-def produce_run(frames: Iterable, limit: int) -> tuple[bytes, int, list] | None:
+def produce_run(frames: Iterable, limit: int, max_message_size: int | None,
+                target: Callable[[bytes, int], Any]) -> tuple[Any, list, list[int]] | None:
     """The leading frames of ``frames`` (at most ``limit``) that are well-formed Produce
-    requests naming one topic and one partition, with nothing after their message sets:
-    (topic name as sent, partition, their message sets). None when the first is not one."""
-    topic = None
+    requests naming one topic and one partition, with nothing after their message sets, each
+    set plain messages that pass whole: (what ``target`` gave, their message sets, each set's
+    message count). ``target(topic as sent, partition)`` is asked once, about the first frame's
+    partition; a falsy answer (runs do not go there) gives None without reading further. None
+    too when the first frame is not such a request."""
+    destination = None
+    topic = b""
     partition = 0
+    size_limit = sys.maxsize if max_message_size is None else max_message_size + _ENTRY_OVERHEAD
     sets: list = []
+    counts: list[int] = []
     total = 0
     for frame in frames:
         if (len(sets) == limit or type(frame) not in _FRAME_TYPES  # or an error queued after the frames
@@ -46,33 +63,30 @@ def produce_run(frames: Iterable, limit: int) -> tuple[bytes, int, list] | None:
         if length < 0 or len(frame) - head < 8:
             break
         this_partition, size = _PRODUCE.unpack_from(frame, head)
-        if size < 0 or head + 8 + size != len(frame) or (sets and total + size > MAX_RUN_BYTES):
+        end = len(frame)
+        if size < 0 or head + 8 + size != end or (sets and total + size > MAX_RUN_BYTES):
             break
         name = bytes(frame[4:head])
-        if topic is None:
+        if destination is None:
+            destination = target(name, this_partition)
+            if not destination:
+                return None
             topic, partition = name, this_partition
         elif name != topic or this_partition != partition:
             break
+        stop, walked = _scan_plain(frame, head + 8, end, size_limit)
+        if stop != end:
+            break
         sets.append(frame[head + 8:])
-        total += size
-    return None if topic is None else (topic, partition, sets)
-
-
-def validate_plain_run(sets: list, max_message_size: int | None) -> tuple[ValidatedMessageSet, list[int]] | None:
-    """``sets`` joined, with their message count, and each set's count, when
-    ``validate_message_set`` would take each whole at its first step; None when any needs its
-    full check."""
-    joined = b"".join(sets)
-    size_limit = len(joined) if max_message_size is None else max_message_size + _ENTRY_OVERHEAD
-    pos = 0
-    counts = []
-    for message_set in sets:
-        end = pos + len(message_set)
-        pos, walked = _scan_plain(joined, pos, end, size_limit)
-        if pos != end:
-            return None
         counts.append(walked)
-    return ValidatedMessageSet(memoryview(joined), sum(counts)), counts
+        total += size
+    return (destination, sets, counts) if sets else None
+
+
+def run_message_set(sets: list, counts: list[int]) -> ValidatedMessageSet:
+    """The validated message set that appending ``sets`` (a run's, with their ``counts``) in
+    turn would have written: the sets back to back."""
+    return ValidatedMessageSet(memoryview(b"".join(sets)), sum(counts))
 
 
 def unflushed_after(unflushed: int, counts: list[int], interval: int) -> int:

@@ -26,7 +26,7 @@ from twisted_broker.storage.log import Log
 from twisted_broker.storage.log_manager import LogManager
 from twisted_broker.storage.segment import FileRegion, Piece
 from twisted_broker.codec.kafka07.message_set import validate_message_set
-from twisted_broker.codec.kafka07.produce_run import unflushed_after, validate_plain_run
+from twisted_broker.codec.kafka07.produce_run import run_message_set, unflushed_after
 from twisted_broker.codec.kafka07.replication import (
     ALL_REQUEST_CLASSES, EpochEndOffsetRequest, MetadataRequest, ProduceAckRequest, ReplicaFetchRequest,
 )
@@ -119,33 +119,44 @@ class Broker:
             raise CloseConnection(f"produce to {topic}-{partition}: disk error") from exc
         self.stats.produced(topic, partition, messages.message_count, len(messages))
 
-    def append_run(self, topic: str, partition: int, message_sets: list) -> int:
-        """Append the message sets of consecutive Produce requests to one partition as one
-        write (codec/kafka07/produce_run.py), when that is what appending each in turn would
-        do: an unreplicated topic, a partition named (not -1), each set plain messages that
-        pass whole. Returns how many were appended: those that go to one segment (0.7 rolls
-        between them where each alone would roll); 0, and the requests go the usual way.
+    def run_target(self, topic: bytes, partition: int) -> tuple[str, int, Log] | None:
+        """Where a run of pipelined Produce requests to ``topic`` (as sent) and ``partition``
+        may be appended as one write (codec/kafka07/produce_run.py): (topic, partition, its
+        log) for a named partition (not -1) of an unreplicated topic; None, and the requests
+        go the usual way, which chooses a partition, goes through the leader, or says what is
+        wrong. Asked before the run's frames are read, so a refusal costs one lookup."""
+        if partition < 0:
+            return None
+        try:
+            name = topic.decode()
+            if self.replication is not None and self.replication.cluster.is_replicated(name):
+                return None
+            return name, partition, self.logs.get_or_create_log(name, partition)
+        except (UnicodeDecodeError, InvalidTopic, WrongPartition, PartitionNotReady, KafkaError, OSError):
+            return None
+
+    def append_run(self, target: tuple[str, int, Log], message_sets: list, counts: list[int]) -> int:
+        """Append the message sets of consecutive Produce requests to ``target`` (``run_target``'s),
+        each plain messages that passed whole with ``counts`` messages, as one write, when
+        that is what appending each in turn would do. Returns how many were appended: those
+        that go to one segment (0.7 rolls between them where each alone would roll); 0, and
+        the requests go the usual way.
 
         The flush policy's count goes on as if each had been appended alone: a flush starts
         when the run reaches ``log.flush.interval`` (it covers the whole run), and the count
         then holds the messages of the requests after the one that would have started the last
         flush, so the next flush starts where it would have (a producer's burst of a multiple
         of the interval still ends with a flush)."""
-        if partition < 0 or (self.replication is not None and self.replication.cluster.is_replicated(topic)):
-            return 0
+        topic, partition, log_ = target
+        taken = _sets_in_one_segment(log_, message_sets)
+        messages = run_message_set(message_sets[:taken], counts[:taken])
         try:
-            log_ = self.logs.get_or_create_log(topic, partition)
-            taken = _sets_in_one_segment(log_, message_sets)
-            validated = validate_plain_run(message_sets[:taken], self.max_message_size)
-            if validated is None:
-                return 0
-            messages, counts = validated
-            unflushed = unflushed_after(log_.unflushed_messages, counts, log_.policy.flush_interval_messages)
+            unflushed = unflushed_after(log_.unflushed_messages, counts[:taken], log_.policy.flush_interval_messages)
             log_.append(messages)
             # (While a consumer waits, each append asks for a flush anyway: the count only
             # makes the next one come no later than it would.)
             log_.unflushed_messages = unflushed
-        except (InvalidTopic, WrongPartition, PartitionNotReady, KafkaError, OSError):
+        except (KafkaError, OSError):
             return 0  # the usual path appends those before the one that fails, and says why
         self.stats.produced(topic, partition, messages.message_count, len(messages))
         return taken
