@@ -27,6 +27,8 @@ from twisted_broker.storage.log import LogPolicy
 from twisted_broker.storage.log_manager import LogManager
 from twisted_broker.storage.segment import Segment
 
+from tests.support.leader_replica import leader_replica
+
 MAX_MESSAGE_BYTES = 1000
 
 
@@ -147,8 +149,30 @@ def test_a_run_goes_only_to_a_named_partition_by_a_readable_topic_name(logs):
     assert broker.run_target(b"a", -1) is None  # the usual path chooses per request
     assert broker.run_target(b"\xff", 0) is None  # the usual path refuses the name
     assert broker.run_target(b"a", 9) is None  # WrongPartition: the usual path says so
-    topic, partition, log_ = broker.run_target(b"a", 3)
-    assert (topic, partition, log_) == ("a", 3, logs.get_log("a", 3))
+    assert broker.run_target(b"a", 3) == ("a", 3, logs.get_log("a", 3), None)  # no replica: a 0.7 topic
+
+
+def test_a_run_to_a_replicated_partition_this_broker_leads_is_one_append_committed_at_once(logs, tmp_path, writes):
+    replica, _, replication, _ = leader_replica(tmp_path, isr=(0,), topic="r")
+    _, protocol, broker = connect(logs, replication=replication)
+    replication.stats = broker.stats
+    sets = [one(b"m%d" % i) for i in range(40)]
+    protocol.dataReceived(b"".join(produce(0, s, topic="r") for s in sets))
+    assert writes == [len(b"".join(sets))]
+    assert b"".join(Path(s.path).read_bytes() for s in replica.log.segments) == b"".join(sets)
+    # A one-replica ISR: committed by the append itself, as one request's append commits.
+    assert replica.log.high_watermark == replica.log.written_end == len(b"".join(sets))
+    assert broker.stats.topic("r").messages_in == 40
+    assert logs.get_log("r", 0) is None  # no 0.7 log beside the replica's
+
+
+def test_a_run_to_a_replicated_partition_gets_the_checks_each_request_would(logs, tmp_path, writes):
+    replica, _, replication, _ = leader_replica(tmp_path, isr=(0,), min_insync_replicas=2, topic="r")
+    transport, protocol, broker = connect(logs, replication=replication)
+    replication.stats = broker.stats
+    protocol.dataReceived(b"".join(produce(0, one(b"m%d" % i), topic="r") for i in range(5)))
+    assert broker.run_target(b"r", 0) is None  # not enough in-sync replicas: the usual path says so
+    assert transport.disconnecting and writes == [] and replica.log.written_end == 0
 
 
 def test_produces_to_a_random_partition_each_choose_their_own(logs):

@@ -17,8 +17,8 @@ which says what is wrong with it.
 What a request the run cannot serve costs matters as much as what a run saves: under a backlog
 the connection asks again before each such request. So the partition is asked about
 (``target``) once the first frame is read, before any other is looked at, and the scan stops at
-the first set that fails: a compressed producer or a replicated topic pays for one frame's
-look per request, never for the queue behind it.
+the first set that fails: a compressed producer, or a replica this broker does not lead, pays
+for one frame's look per request, never for the queue behind it.
 """
 
 from __future__ import annotations

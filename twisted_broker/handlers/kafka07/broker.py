@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from twisted_broker.errors import (
     CloseConnection, InvalidFetchSize, InvalidMessage, InvalidTopic, KafkaError, MessageSizeTooLarge,
@@ -34,6 +35,9 @@ from twisted_broker.codec.kafka07.requests import (
     REQUEST_CLASSES, FetchRequest, MultiFetchRequest, MultiProduceRequest, OffsetRequest, ProduceRequest, Kafka07Request,
 )
 from twisted_broker.codec.kafka07.responses import NO_ERROR, encode_offsets_response, encode_response_header
+
+if TYPE_CHECKING:  # replication is optional here: a Broker without it never sees a Replica
+    from twisted_broker.replication.replica import Replica
 
 log = logging.getLogger(__name__)
 
@@ -119,23 +123,26 @@ class Broker:
             raise CloseConnection(f"produce to {topic}-{partition}: disk error") from exc
         self.stats.produced(topic, partition, messages.message_count, len(messages))
 
-    def run_target(self, topic: bytes, partition: int) -> tuple[str, int, Log] | None:
+    def run_target(self, topic: bytes, partition: int) -> tuple[str, int, Log, Replica | None] | None:
         """Where a run of pipelined Produce requests to ``topic`` (as sent) and ``partition``
         may be appended as one write (codec/kafka07/produce_run.py): (topic, partition, its
-        log) for a named partition (not -1) of an unreplicated topic; None, and the requests
-        go the usual way, which chooses a partition, goes through the leader, or says what is
-        wrong. Asked before the run's frames are read, so a refusal costs one lookup."""
+        log, the replica when this broker leads a replicated topic's partition) for a named
+        partition (not -1); None, and the requests go the usual way, which chooses a
+        partition or says what is wrong. A replicated topic's run gets the checks each of its
+        requests would (``leader_for_0_7_produce``: this broker leads, with enough in-sync
+        replicas). Asked before the run's frames are read, so a refusal costs one lookup."""
         if partition < 0:
             return None
         try:
             name = topic.decode()
             if self.replication is not None and self.replication.cluster.is_replicated(name):
-                return None
-            return name, partition, self.logs.get_or_create_log(name, partition)
+                replica = self.replication.leader_for_0_7_produce(name, partition)
+                return name, partition, replica.log, replica
+            return name, partition, self.logs.get_or_create_log(name, partition), None
         except (UnicodeDecodeError, InvalidTopic, WrongPartition, PartitionNotReady, KafkaError, OSError):
             return None
 
-    def append_run(self, target: tuple[str, int, Log], message_sets: list, counts: list[int]) -> int:
+    def append_run(self, target: tuple[str, int, Log, Replica | None], message_sets: list, counts: list[int]) -> int:
         """Append the message sets of consecutive Produce requests to ``target`` (``run_target``'s),
         each plain messages that passed whole with ``counts`` messages, as one write, when
         that is what appending each in turn would do. Returns how many were appended: those
@@ -146,19 +153,23 @@ class Broker:
         when the run reaches ``log.flush.interval`` (it covers the whole run), and the count
         then holds the messages of the requests after the one that would have started the last
         flush, so the next flush starts where it would have (a producer's burst of a multiple
-        of the interval still ends with a flush)."""
-        topic, partition, log_ = target
+        of the interval still ends with a flush). A leader's high watermark and its followers'
+        fetch sessions hear of the run once, as of one request."""
+        topic, partition, log_, leader = target
         taken = _sets_in_one_segment(log_, message_sets)
         messages = run_message_set(message_sets[:taken], counts[:taken])
         try:
             unflushed = unflushed_after(log_.unflushed_messages, counts[:taken], log_.policy.flush_interval_messages)
-            log_.append(messages)
+            if leader is None:
+                log_.append(messages)
+                self.stats.produced(topic, partition, messages.message_count, len(messages))
+            else:
+                self.replication.append_validated(leader, messages)
             # (While a consumer waits, each append asks for a flush anyway: the count only
             # makes the next one come no later than it would.)
             log_.unflushed_messages = unflushed
         except (KafkaError, OSError):
             return 0  # the usual path appends those before the one that fails, and says why
-        self.stats.produced(topic, partition, messages.message_count, len(messages))
         return taken
 
     def _append_0_7(self, request: ProduceRequest) -> int:

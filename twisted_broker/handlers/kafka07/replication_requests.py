@@ -125,7 +125,11 @@ class ReplicationRequests:
     def append(self, replica: Replica, messages) -> int:
         """Validate and append a set to a leader's log; returns its offset. Raises
         InvalidMessage (MessageSizeTooLarge) or LogWriteError."""
-        validated = validate_message_set(messages, max_message_size=self.max_message_size)
+        return self.append_validated(replica, validate_message_set(messages, max_message_size=self.max_message_size))
+
+    def append_validated(self, replica: Replica, validated) -> int:
+        """Append a validated set to a leader's log (a run of 0.7 Produce requests comes so:
+        handlers/kafka07/broker.py's ``append_run``); returns its offset. Raises LogWriteError."""
         offset = replica.log.append(validated)
         self.stats.produced(replica.topic, replica.partition, validated.message_count, len(validated))
         self.manager.appended(replica)

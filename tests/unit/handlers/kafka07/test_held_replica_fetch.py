@@ -6,77 +6,22 @@ follower from the ISR. Issue 23: an idle session's round reads no partition, and
 incremental fetch answers only the partitions with something new.
 
 The leader's side is real (ReplicationRequests, Replica, LeaderPartition, a replica log on
-disk); the manager is reduced to what the handler asks of it, doing what ReplicaManager does:
-record the fetch in the leader, publish its high watermark, keep the proposed ISR changes."""
+disk); the manager is reduced to what the handler asks of it (tests/support/leader_replica.py)."""
 
 from __future__ import annotations
 
-import os
-import time
-
 from twisted.internet.defer import Deferred
-from twisted.internet.task import Clock
 
 from twisted_broker.codec.kafka07.message_set import encode_message_set, validate_message_set
 from twisted_broker.codec.kafka07.replication import (
     NEW_SESSION, ReplicaFetchPartition, ReplicaFetchRequest, decode_replica_fetch_response,
 )
-from twisted_broker.handlers.kafka07.replication_requests import ReplicationRequests
-from twisted_broker.registry.replication_paths import PartitionState
-from twisted_broker.replication.fetch_sessions import FetchSessions
-from twisted_broker.replication.replica import Replica
-from twisted_broker.storage.log import LogPolicy
-from twisted_broker.storage.log_directory import open_log_directory
-from twisted_broker.storage.replica_log import ReplicaLog
 
-EPOCH = 3
-
-
-class Manager:
-    """ReplicaManager's follower_fetch, appended and fetch_sessions for one leader replica, under
-    log.visibility=flushed (the high watermark counts the followers' fsynced ends, which move
-    with no new data: the follower's next fetch says it fsynced)."""
-
-    def __init__(self, replica: Replica, clock: Clock) -> None:
-        self.replicas = {(replica.topic, replica.partition): replica}
-        self.cluster = None
-        self.clock = clock
-        self.fetch_sessions = FetchSessions(clock)
-        self.proposals: list[tuple[int, ...]] = []
-
-    def follower_fetch(self, replica_id, topic, partition, leader_epoch, offset, flushed_offset):
-        replica = self.replicas[(topic, partition)]
-        position = min(flushed_offset, replica.leader.log_end)
-        self._apply(replica, replica.leader.follower_fetched(replica_id, position, int(self.clock.seconds() * 1000)))
-        return replica
-
-    def appended(self, replica: Replica) -> None:
-        self._apply(replica, replica.leader.appended(replica.log.flushed_end))
-        self.fetch_sessions.changed((replica.topic, replica.partition))
-
-    def _apply(self, replica, decision) -> None:
-        if decision.high_watermark is not None:
-            self.fetch_sessions.changed((replica.topic, replica.partition), wake=False)
-            replica.log.publish_to(decision.high_watermark)
-            replica.release_waiters(decision.copies)
-        if decision.propose_isr is not None:
-            self.proposals.append(decision.propose_isr)
-            replica.leader.isr_write_refused()  # no ZooKeeper here: nothing written
+from tests.support.leader_replica import EPOCH, leader_replica
 
 
 def leader_with_a_follower(tmp_path):
-    path = str(tmp_path / "r-0")
-    os.makedirs(path)
-    log_ = ReplicaLog(path, "r", 0, open_log_directory(path, time.time()), policy=LogPolicy(flush_interval_messages=1),
-                      now=time.time)
-    replica = Replica("r", 0, log_)
-    replica.become_leader(PartitionState(0, EPOCH, (0, 1), 1), (0, 1), broker_id=0, now_ms=0,
-                          lag_time_max_ms=10_000, min_insync_replicas=1, log_end=0)
-    clock = Clock()
-    manager = Manager(replica, clock)
-    handler = ReplicationRequests(manager, stats=None, max_message_size=1 << 20, default_replication_factor=3,
-                                  num_partitions=1, clock=clock)
-    return replica, manager, handler, clock
+    return leader_replica(tmp_path)
 
 
 def fetch(handler, offset: int | None, flushed: int | None, session: tuple[int, int] = (0, NEW_SESSION),
