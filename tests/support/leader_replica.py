@@ -12,6 +12,7 @@ import time
 
 from twisted.internet.task import Clock
 
+from twisted_broker.codec.kafka07.replication_errors import NotEnoughReplicas
 from twisted_broker.handlers.kafka07.replication_requests import ReplicationRequests
 from twisted_broker.registry.replication_paths import PartitionState
 from twisted_broker.replication.fetch_sessions import FetchSessions
@@ -45,6 +46,7 @@ class Manager:
         self.clock = clock
         self.fetch_sessions = FetchSessions(clock)
         self.proposals: list[tuple[int, ...]] = []
+        self.not_enough_replicas = 0  # writes refused by min.insync.replicas, as ReplicaManager counts
 
     def follower_fetch(self, replica_id, topic, partition, leader_epoch, offset, flushed_offset):
         replica = self.replicas[(topic, partition)]
@@ -56,10 +58,14 @@ class Manager:
         self._apply(replica, replica.leader.appended(replica.log.flushed_end))
         self.fetch_sessions.changed((replica.topic, replica.partition))
 
-    def leader_for_write(self, topic: str, partition: int, required_acks: int) -> Replica:
+    def leader_for_write(self, topic: str, partition: int, required_acks: int, *, counted: bool = True) -> Replica:
         replica = self.replicas[(topic, partition)]
         assert replica.role is Role.LEADER
-        replica.leader.check_write(required_acks=required_acks)
+        try:
+            replica.leader.check_write(required_acks=required_acks)
+        except NotEnoughReplicas:
+            self.not_enough_replicas += counted
+            raise
         return replica
 
     def _apply(self, replica, decision) -> None:

@@ -327,9 +327,10 @@ class ReplicaManager(FollowerRequests):
             raise WrongPartition(f"partition {partition} of replicated topic {topic!r}: {where}")
         return replica
 
-    def leader_for_write(self, topic: str, partition: int, required_acks: int) -> Replica:
+    def leader_for_write(self, topic: str, partition: int, required_acks: int, *, counted: bool = True) -> Replica:
         """The replica, if this broker may append to it now. Raises WrongPartition,
-        NotLeaderForPartition or NotEnoughReplicas (the last is logged and counted)."""
+        NotLeaderForPartition or NotEnoughReplicas (the last is logged and counted, unless
+        not ``counted``: a question asked before the request's own, which counts it)."""
         replica = self.replica(topic, partition)
         if replica.role is Role.LEADER and (error := log_failure(replica.log)) is not None:
             self._give_up(replica, error)  # at once, not at the next tick: the append would fail
@@ -340,6 +341,8 @@ class ReplicaManager(FollowerRequests):
         try:
             replica.leader.check_write(required_acks=required_acks)
         except NotEnoughReplicas as exc:
+            if not counted:
+                raise
             self.not_enough_replicas += 1
             now = self.clock.seconds()
             if now - replica.refusal_logged_at >= REFUSAL_LOG_INTERVAL_S:  # not once per request

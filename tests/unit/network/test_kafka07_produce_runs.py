@@ -167,12 +167,14 @@ def test_a_run_to_a_replicated_partition_this_broker_leads_is_one_append_committ
 
 
 def test_a_run_to_a_replicated_partition_gets_the_checks_each_request_would(logs, tmp_path, writes):
-    replica, _, replication, _ = leader_replica(tmp_path, isr=(0,), min_insync_replicas=2, topic="r")
+    replica, manager, replication, _ = leader_replica(tmp_path, isr=(0,), min_insync_replicas=2, topic="r")
     transport, protocol, broker = connect(logs, replication=replication)
     replication.stats = broker.stats
     protocol.dataReceived(b"".join(produce(0, one(b"m%d" % i), topic="r") for i in range(5)))
-    assert broker.run_target(b"r", 0) is None  # not enough in-sync replicas: the usual path says so
+    # Not enough in-sync replicas: the usual path refuses the first request, counted once.
     assert transport.disconnecting and writes == [] and replica.log.written_end == 0
+    assert manager.not_enough_replicas == 1
+    assert broker.run_target(b"r", 0) is None and manager.not_enough_replicas == 1
 
 
 def test_produces_to_a_random_partition_each_choose_their_own(logs):

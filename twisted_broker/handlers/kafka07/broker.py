@@ -136,7 +136,7 @@ class Broker:
         try:
             name = topic.decode()
             if self.replication is not None and self.replication.cluster.is_replicated(name):
-                replica = self.replication.leader_for_0_7_produce(name, partition)
+                replica = self.replication.leader_for_0_7_produce(name, partition, counted=False)
                 return name, partition, replica.log, replica
             return name, partition, self.logs.get_or_create_log(name, partition), None
         except (UnicodeDecodeError, InvalidTopic, WrongPartition, PartitionNotReady, KafkaError, OSError):

@@ -140,16 +140,18 @@ class ReplicationRequests:
         request reads it up to its high watermark). Raises WrongPartition."""
         return self.manager.replica(topic, partition).log
 
-    def leader_for_0_7_produce(self, topic: str, partition: int) -> Replica:
+    def leader_for_0_7_produce(self, topic: str, partition: int, *, counted: bool = True) -> Replica:
         """The replica a 0.7 produce appends to: it must lead, with enough in-sync replicas
         (0.7's produce cannot be acknowledged, so it gets acks=all's checks). Partition -1:
-        one of those this broker leads, at random. Raises KafkaError."""
+        one of those this broker leads, at random. Raises KafkaError; a refusal for too few
+        in-sync replicas is counted and logged unless not ``counted`` (a run's question, asked
+        before its requests go the usual way, which counts each)."""
         if partition == -1:
             led = [p for (t, p), r in self.manager.replicas.items() if t == topic and r.leader is not None]
             if not led:
                 raise KafkaError(f"broker {self.manager.broker_id} leads no partition of {topic!r}")
             partition = random.choice(led)
-        return self.manager.leader_for_write(topic, partition, -1)
+        return self.manager.leader_for_write(topic, partition, -1, counted=counted)
 
     # -- metadata -------------------------------------------------------------------------
 
