@@ -24,9 +24,9 @@ from dataclasses import dataclass
 
 from twisted_broker.errors import LogWriteError, OffsetOutOfRange
 from twisted_broker.storage.flusher import FlushJob, Flusher, InlineFlusher
+from twisted_broker.storage.offsets_before import offsets_before
 from twisted_broker.storage.segment import FileRegion, Segment
 from twisted_broker.codec.kafka07.message_set import ValidatedMessageSet
-from twisted_broker.codec.kafka07.requests import EARLIEST_TIME, LATEST_TIME
 
 log = logging.getLogger(__name__)
 
@@ -146,30 +146,11 @@ class Log:
         return segment.region(offset - segment.start, max_size)
 
     def offsets_before(self, time_ms: int, max_count: int) -> list[int]:
-        """Offsets of segment starts last written at or before ``time_ms``, newest first.
-
-        ``time_ms`` -1 means latest (the flushed end), -2 earliest (spec 4.4). Granularity is
-        whole segments, keyed by last-write time.
-        """
-        if max_count < 0:
-            raise ValueError(f"negative offset count {max_count}")
+        """Offsets of segment starts last written at or before ``time_ms``, newest first;
+        -1 is latest (the flushed end), -2 earliest (spec 4.4; storage/offsets_before.py)."""
         if self._pending:
             self._reap()
-        end = self.end_offset
-        entries = [(segment.start, segment.modified_time * 1000) for segment in self._segments
-                   if segment.start <= end]
-        if end > entries[-1][0]:
-            entries.append((end, self._now() * 1000))
-        if time_ms == LATEST_TIME:
-            start = len(entries) - 1
-        elif time_ms == EARLIEST_TIME:
-            start = 0
-        else:
-            start = next((i for i in range(len(entries) - 1, -1, -1) if entries[i][1] <= time_ms), -1)
-            if start < 0:
-                return []
-        count = min(max_count, start + 1)
-        return [entries[i][0] for i in range(start, start - count, -1)]
+        return offsets_before(self._segments, self.end_offset, self._now(), time_ms, max_count)
 
     # -- writing -------------------------------------------------------------------------
 
