@@ -84,6 +84,11 @@ class Log:
         return tuple(self._segments)
 
     @property
+    def newest_segment(self) -> Segment:
+        """The segment appends go to (``segments[-1]`` without copying the list)."""
+        return self._segments[-1]
+
+    @property
     def first_offset(self) -> int:
         return self._segments[0].start
 

@@ -99,7 +99,7 @@ class LogCommands:
                 rows.append((partition, "-", "-", "-", "-", "-", "-", "no log yet"))
                 continue
             end = log_.end_offset  # first: it publishes finished flushes
-            newest = log_.segments[-1]
+            newest = log_.newest_segment
             state = "ok" if log_.write_error is None else f"refuses writes: {log_.write_error}"
             rows.append((partition, log_.first_offset, end, log_.size, len(log_.segments),
                          newest.size - newest.flushed_size, log_.messages_appended, state))
@@ -138,7 +138,7 @@ class LogCommands:
         for log_ in logs:
             if log_.write_error is None:
                 log_.start_flush()
-                targets.append((log_, log_.segments[-1], log_.segments[-1].size))
+                targets.append((log_, log_.newest_segment, log_.newest_segment.size))
         done: Deferred[list[str]] = Deferred()
         started = self._clock.seconds()
 

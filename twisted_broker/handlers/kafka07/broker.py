@@ -302,7 +302,7 @@ def _sets_in_one_segment(log_: Log, message_sets: list) -> int:
     0.7 checks log.file.size before each append (its maybeRoll): a segment takes sets until
     it has passed that size, and the next starts a new one."""
     limit = log_.policy.file_size
-    size = log_.segments[-1].size
+    size = log_.newest_segment.size
     if size > limit:
         size = 0  # the first set's append rolls first
     for taken, message_set in enumerate(message_sets):
