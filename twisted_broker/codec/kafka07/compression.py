@@ -20,6 +20,11 @@ try:
 except ModuleNotFoundError:  # a Spark executor given this package alone (spark/executor_code.py)
     snappy = None
 
+try:  # zlib-ng inflates a 50-message wrapper ~20% faster (installed with the package: codec/kafka07/crc.py)
+    from zlib_ng import zlib_ng as inflate_library
+except ModuleNotFoundError:  # the stdlib's does the same, a little slower (a Spark executor, as above)
+    inflate_library = zlib
+
 NO_COMPRESSION = 0
 GZIP = 1
 SNAPPY = 2
@@ -76,10 +81,10 @@ def _gunzip(data: bytes | memoryview, max_bytes: int) -> bytes:
     total = 0
     remaining = data
     while True:  # Java and Python both accept concatenated gzip members; so do we
-        unpacker = zlib.decompressobj(31)
+        unpacker = inflate_library.decompressobj(31)
         try:
             chunk = unpacker.decompress(remaining, max_bytes - total + 1)
-        except zlib.error as exc:
+        except inflate_library.error as exc:
             raise DecompressionError(f"gzip: {exc}") from None
         total += len(chunk)
         if total > max_bytes:

@@ -194,6 +194,13 @@ def _count_inner(codec: int, payload: memoryview, max_bytes: int, depth: int) ->
         inner = decompress(codec, payload, max_bytes)
     except DecompressionError as exc:
         raise InvalidMessage(0, str(exc)) from None
+    # The usual inner set, plain magic-1 messages, complete, CRCs right: counted by the walk
+    # that checks them. Anything else (magic 0, a nested wrapper, an error) is walked below,
+    # which says what is wrong or counts what a nested wrapper holds. (Walking every inner
+    # message as a Message object was 4 µs each: most of a compressed produce's check.)
+    pos, count = _scan_plain(inner, 0, len(inner), len(inner))
+    if pos == len(inner):
+        return count
     result = scan(inner, check_crc=True, deep=False)
     if result.error is not None:
         raise result.error

@@ -156,6 +156,19 @@ def test_wrapper_of_a_malformed_inner_set_is_a_corrupt_wrapper():
     assert_rejected_at(GOOD + wrap(GZIP, inner), len(GOOD), CorruptWrapper, count=2)
 
 
+@pytest.mark.parametrize("cut", [1, 5, 11])
+def test_a_wrapper_whose_inner_set_ends_in_a_partial_entry_is_a_corrupt_wrapper(cut):
+    # A partial tail is dropped silently at the top level only: inside a wrapper the whole
+    # inner set was compressed at once, so a cut one is damage.
+    inner = encode_message_set([b"one", b"two"])
+    assert_rejected_at(GOOD + wrap(GZIP, inner[:-cut]), len(GOOD), CorruptWrapper, count=2)
+
+
+def test_an_inner_set_of_magic_0_and_magic_1_messages_counts_each():
+    inner = encode_message_set([b"a", b"b"], magic=MAGIC_0) + encode_message_set([b"c"], magic=MAGIC_1)
+    assert validate_message_set(GOOD + wrap(GZIP, inner)).message_count == 2 + 3
+
+
 def test_wrapper_expanding_past_max_decompressed_bytes_is_refused():
     buf = GOOD + encode_compressed_message_set([bytes(10_000)], GZIP)
     assert validate_message_set(buf, max_decompressed_bytes=10_010).message_count == 3
