@@ -24,8 +24,9 @@ clash with it.
 
 Deflating the values was once most of a modern produce's cost in the broker (on 2026-12-07,
 after the sampling below and with the values read and framed by compiled code, it was 9%
-of a batched produce's samples), and level 1 is slow exactly where it gains least: on bytes with few repeats (hex, base64, encrypted or already
-compressed values) zlib-ng's level 1 runs at ~140 MB/s and keeps 85-100% of them, while on
+of a batched produce's samples), and level 1 is slow exactly where it gains least: on bytes
+with few repeats (hex, base64, encrypted or already compressed values) zlib-ng's level 1
+runs at ~140 MB/s and keeps 85-100% of them, while on
 JSON-like text it runs at ~1 GB/s and keeps ~13%. So the first SAMPLE_BYTES of a set are
 deflated at level 1 and, if they keep more than STORE_ABOVE of their size, the rest goes in
 stored blocks (level 0, ~2 GB/s): the same deflate stream to every reader, up to a few percent
