@@ -41,6 +41,27 @@ def test_moving_two_partitions_of_one_topic_in_one_request_keeps_both_moves(zk, 
 
 
 @pytest_twisted.inlineCallbacks
+def test_a_reassignment_that_moves_the_leader_narrows_the_replicas_in_the_transaction_of_the_new_state(zk, controllers):
+    # Written one after the other, the new leader could take the dropped replica's fetch back
+    # into the ISR before it saw the narrowed assignment (an ISR naming a broker that holds
+    # no replica, seen by tests/replication/test_cli_replication.py in CI).
+    for broker_id in (1, 2):
+        register(zk, broker_id)
+    yield controllers(0)
+    create_topic(zk, "narrowed", {0: (0, 1, 2)})
+    yield wait_until(lambda: has_state(zk, "narrowed", 0, lambda s: s.leader == 0 and len(s.isr) == 3),
+                     "broker 0 leading with every replica in the ISR")
+    request = [PartitionMove("narrowed", 0, (2, 1))]
+    zk.create(paths.REASSIGN_PARTITIONS, paths.encode_partition_list(request, with_replicas=True), makepath=True)
+    yield wait_until(lambda: zk.exists(paths.REASSIGN_PARTITIONS) is None, "the request to be done")
+    _value, topic_stat = zk.get(paths.topic_path("narrowed"))
+    state, state_stat = read_state(zk, "narrowed", 0)
+    assert read_assignment(zk, "narrowed").replicas[0] == (2, 1)
+    assert state.leader in (1, 2) and 0 not in state.isr
+    assert topic_stat.mzxid == state_stat.mzxid, "the narrowed assignment and the new state in two transactions"
+
+
+@pytest_twisted.inlineCallbacks
 def test_a_controller_whose_epoch_was_taken_writes_nothing_more_at_its_epoch(zk, controllers):
     for broker_id in (1, 2):
         register(zk, broker_id)

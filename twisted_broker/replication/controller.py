@@ -320,7 +320,8 @@ class Controller:
             log.info("%s-%d: leader %s -> %d, epoch %d, ISR %s", topic, partition,
                      old.leader if old.online else "none", new.leader, new.leader_epoch, list(new.isr))
 
-    def _prepared(self, topic: str, partition: int, state: PartitionState) -> PartitionState:
+    def prepared(self, topic: str, partition: int, state: PartitionState) -> PartitionState:
+        """``state`` as it is written: the leader's and ISR members' sessions recorded."""
         old = self._cluster.state(topic, partition)
         if state.online and (old is None or state.leader_epoch != old.leader_epoch):
             # Every election (a new epoch) records the session the leader has now: a state
@@ -335,7 +336,7 @@ class Controller:
         again) or this controller was deposed."""
         version = self._cluster.version(topic, partition)
         path = paths.state_path(topic, partition)
-        state = self._prepared(topic, partition, state)
+        state = self.prepared(topic, partition, state)
         try:
             if version is None:
                 yield self.admin.ensure(path.rsplit("/", 1)[0])
@@ -360,7 +361,7 @@ class Controller:
         """New partitions' first states in one fenced multi-op; one bool per state. A batch
         refused as a whole (a parent node missing: a topic written without them; a state that
         is there already) is written one state at a time."""
-        prepared = [(topic, partition, self._prepared(topic, partition, state)) for topic, partition, state in batch]
+        prepared = [(topic, partition, self.prepared(topic, partition, state)) for topic, partition, state in batch]
         try:
             yield self.transaction([("create", paths.state_path(topic, partition), state.encode(), False)
                                     for topic, partition, state in prepared])

@@ -21,7 +21,7 @@ import logging
 from twisted.internet.defer import inlineCallbacks
 
 from twisted_broker.registry import replication_paths as paths
-from twisted_broker.registry.replication_paths import TopicAssignment
+from twisted_broker.registry.replication_paths import PartitionState, TopicAssignment
 from twisted_broker.registry.zookeeper import BadVersionError, NodeExistsError, NoNodeError, ZooKeeper
 from twisted_broker.replication.assignment import AssignmentError, check_reassignment
 from twisted_broker.replication.cluster_state import ClusterState
@@ -224,33 +224,55 @@ class ControllerAdmin:
             return True
         step = reassignment_step(assignment.replicas[move.partition], target,
                                  cluster.state(move.topic, move.partition), controller_epoch=self._controller.epoch)
-        if step.state is not None and not (yield self._controller.write(move.topic, move.partition, step.state)):
+        if step.state is not None and step.assignment is not None:
+            if not (yield self._write_assignment(move.topic, move.partition, step.assignment, step.state)):
+                return False
+        elif step.state is not None and not (yield self._controller.write(move.topic, move.partition, step.state)):
             return False
-        if step.assignment is not None and not (yield self._write_assignment(move.topic, move.partition,
-                                                                              step.assignment)):
+        elif step.assignment is not None and not (yield self._write_assignment(move.topic, move.partition,
+                                                                                step.assignment)):
             return False
         if step.done:
             log.info("%s-%d reassigned to %s", move.topic, move.partition, list(target))
         return step.done
 
     @inlineCallbacks
-    def _write_assignment(self, topic: str, partition: int, replicas):
+    def _write_assignment(self, topic: str, partition: int, replicas, state: PartitionState | None = None):
         """Compare-and-set the topic's assignment with one partition's replicas changed, from
         the cached one at the version it was read (or written) at; False when the node moved
-        (the watch brings the new one, and the step is tried again)."""
+        (the watch brings the new one, and the step is tried again).
+
+        With ``state`` (the last step: the ISR, and maybe the leader, moved into the new
+        replicas), that state is compare-and-set in the same transaction, after the
+        assignment. Written one after the other, a leader that took office under the old
+        assignment could, before it saw the new one, take a dropped replica's fetch back into
+        the ISR, which then named a broker that holds no replica until the leader's next
+        tick. In one transaction every broker sees the assignment's change first (ZooKeeper
+        fires the watches, and answers the reads they cause, in order), as Kafka's leader is
+        sent the new replicas with its leadership (KIP-455, step B6)."""
         assignment, version = self._cluster.assignments[topic], self._cluster.assignment_version(topic)
         changed = TopicAssignment({**assignment.replicas, partition: tuple(replicas)})
         path = paths.topic_path(topic)
+        ops = [("set", path, changed.encode(), -1 if version is None else version)]
+        state_version = self._cluster.version(topic, partition)
+        if state is not None:
+            if state_version is None:  # no state to set yet (a step only moves a state it has read)
+                return False
+            state = self._controller.prepared(topic, partition, state)
+            ops.append(("set", paths.state_path(topic, partition), state.encode(), state_version))
         try:
-            [stat] = yield self._controller.transaction([("set", path, changed.encode(),
-                                                          -1 if version is None else version)])
+            stats = yield self._controller.transaction(ops)
         except BadVersionError:
+            if state is not None:
+                yield self._cluster.reread_state(topic, partition)
             self._controller.schedule_reconcile()
             return False
         except Exception as exc:  # Deposed, or ZooKeeper gone
             log.warning("writing %s: %s", path, exc)
             return False
-        self._cluster.assignment_written(topic, changed, stat)
+        self._cluster.assignment_written(topic, changed, stats[0])
+        if state is not None:
+            self._cluster.written(topic, partition, state, stats[1].version, stats[1].mzxid)
         return True
 
     # -- ZooKeeper helpers ------------------------------------------------------------------

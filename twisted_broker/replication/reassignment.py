@@ -15,7 +15,8 @@ then                                         narrow the assignment to the target
 ===========================================  ===============================================
 
 Data is thus copied to every new replica before any old one is dropped, and leadership never
-goes to a replica outside the ISR.
+goes to a replica outside the ISR. A step's state and narrowed assignment are written in one
+transaction, the assignment first (controller_admin.py's ``_write_assignment`` says why).
 """
 
 from __future__ import annotations
