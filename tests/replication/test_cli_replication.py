@@ -139,11 +139,8 @@ def test_a_reassignment_to_a_missing_broker_is_refused_and_writes_nothing(three_
     assert zk_nodes(cluster, *watched) == before and before[paths.REASSIGN_PARTITIONS] is None
 
 
-# replication/ bug, reported, not ours to fix: a leader keeps the follower list its
-# LeaderPartition was built with (replication/leader.py, followers set in __init__), and
-# ReplicaManager._assignment_changed does not update it when a reassignment widens the
-# assignment, so the leader answers the new replica's fetches with OffsetOutOfRange
-# ("the leader has no offset 0; truncating again") until its leadership changes.
+# Guards 1f59199: a leader learns of the replicas a reassignment adds (before, it refused the
+# new replica's fetches as an unknown follower's until its leadership changed).
 def test_a_reassignment_copies_the_partition_then_drops_the_old_replica(three_brokers):
     cluster = three_brokers
     create(cluster, "mv", 1, 2)
@@ -181,10 +178,8 @@ def test_a_reassignment_that_drops_the_leader_moves_leadership_and_deletes_its_c
     cluster.wait_for(lambda: not dropped.exists(), what=f"broker {a} to delete its copy")
 
 
-# replication/ bug on main since leader sessions (44a102c), reported: the controller's
-# preferred election (controller.py _preferred_election -> election.preferred_leader) keeps the
-# old leader's leader_session in the new state, so the preferred broker takes it for a
-# previous run's election and waits, and the next reconcile elects the old leader again.
+# Guards 1f59199: every new epoch the controller writes records the new leader's session (a
+# preferred election once kept its predecessor's, and the preferred broker refused to lead).
 def test_preferred_leader_election_moves_leadership_back_to_a_restarted_broker(three_brokers):
     cluster = three_brokers
     create(cluster, "pl", 1, 3)
